@@ -1,0 +1,326 @@
+package mpa
+
+import "fmt"
+
+// Event tells the caller of Deframer.Next what the octets it consumed were.
+type Event uint8
+
+const (
+	// NeedMore: every octet offered was consumed (Markers, parts of a
+	// ULPDU_Length, PAD or CRC field) and more are needed for an event.
+	NeedMore Event = iota
+	// ULPDUStart: an FPDU's ULPDU_Length field was read; ULPDULen is valid.
+	ULPDUStart
+	// ULPDUData: data holds the next octets of the current ULPDU.
+	ULPDUData
+	// FPDUEnd: the FPDU's PAD and CRC were read and checked; the ULPDU is
+	// complete. A CRC or Marker error is returned with this event.
+	FPDUEnd
+)
+
+func (e Event) String() string {
+	switch e {
+	case NeedMore:
+		return "NeedMore"
+	case ULPDUStart:
+		return "ULPDUStart"
+	case ULPDUData:
+		return "ULPDUData"
+	case FPDUEnd:
+		return "FPDUEnd"
+	}
+	return fmt.Sprintf("Event(%d)", uint8(e))
+}
+
+// Receive states: which field of the FPDU the next non-Marker octet is in.
+const (
+	inLength  = iota // ULPDU_Length
+	inULPDU          // ULPDU
+	inTrailer        // PAD and CRC
+)
+
+// maxPlanMarkers bounds the Markers one direct read can cross: a ULPDU of at
+// most 65535 octets spans at most 130 Marker intervals, plus one Marker
+// already begun.
+const maxPlanMarkers = 132
+
+// Deframer is the receive half of MPA Full Operation (RFC 5044 sections 4
+// and 6). It follows the TCP stream position from the start of Full
+// Operation, strips Markers and checks each against the FPDU the ULPDU_Length
+// fields locate, and checks every FPDU's CRC over exactly the octets 4.4
+// lists.
+//
+// Octets reach it two ways, freely mixed. Next consumes octets the caller
+// has already read (a staging buffer) and hands back ULPDU octets as
+// sub-slices. PlanDirect and CommitDirect let the caller read the rest of a
+// ULPDU straight from the socket into its final buffer with one readv, the
+// Deframer supplying only the 4-octet Marker slots in between, so bulk data is
+// never copied.
+//
+// After it reports an error the Deframer delivers nothing more (section 8).
+type Deframer struct {
+	markers  bool
+	crc      bool
+	seqStart uint32
+	pos      uint32 // stream position of the next octet
+
+	state   int
+	fpduPos uint32 // stream position of the current FPDU's ULPDU_Length
+	ulen    int    // the current FPDU's ULPDU_Length
+	left    int    // octets left in the current field (ULPDU or trailer)
+	sum     uint32 // running CRC32c of the current FPDU
+	badMark bool   // a Marker in the current FPDU disagreed with the framing
+
+	field  [CRCSize + 3]byte // ULPDU_Length, or PAD and CRC, as they arrive
+	fieldN int
+	mark   [MarkerSize]byte // a Marker as it arrives
+	markN  int
+
+	slots [maxPlanMarkers * MarkerSize]byte // Marker slots of a direct read
+
+	err error
+}
+
+// NewDeframer returns a Deframer for a half connection whose first Full
+// Operation octet is at stream position seqStart (0 unless testing
+// wrap-around). markers says whether we asked the peer for Markers; crc
+// whether CRCs are checked.
+func NewDeframer(seqStart uint32, markers, crc bool) *Deframer {
+	return &Deframer{markers: markers, crc: crc, seqStart: seqStart, pos: seqStart}
+}
+
+// Pos returns the stream position of the next octet the Deframer expects.
+func (d *Deframer) Pos() uint32 { return d.pos }
+
+// ULPDULen returns the current FPDU's ULPDU_Length (valid from ULPDUStart).
+func (d *Deframer) ULPDULen() int { return d.ulen }
+
+// Remaining returns the octets of the current ULPDU not yet consumed.
+func (d *Deframer) Remaining() int {
+	if d.state != inULPDU {
+		return 0
+	}
+	return d.left
+}
+
+// Err returns the error that stopped the Deframer, if any.
+func (d *Deframer) Err() error { return d.err }
+
+// untilMarker returns the stream octets before the next Marker (0: a Marker
+// starts here, or is partly read); huge with Markers off.
+func (d *Deframer) untilMarker() int {
+	if !d.markers {
+		return 1 << 30
+	}
+	if d.markN > 0 {
+		return 0
+	}
+	off := (d.pos - d.seqStart) % MarkerInterval
+	if off == 0 {
+		return 0
+	}
+	return int(MarkerInterval - off)
+}
+
+// betweenFPDUs reports whether no octet of the next FPDU has been read yet.
+func (d *Deframer) betweenFPDUs() bool { return d.state == inLength && d.fieldN == 0 }
+
+// endMarker accounts for a completely received Marker that started at stream
+// position at: it belongs to, and is covered by the CRC of, the FPDU it
+// falls in, or the next FPDU when it falls between two (4.3, 4.4).
+func (d *Deframer) endMarker(m []byte, at uint32) {
+	d.sum = crcUpdate(d.sum, m)
+	want := uint16(0)
+	if !d.betweenFPDUs() {
+		want = uint16(at - d.fpduPos)
+	}
+	if Marker(m).FPDUPTR() != want {
+		d.badMark = true
+	}
+}
+
+// Next consumes octets from raw, the stream octets that follow everything
+// consumed so far, up to and including the next event, and returns the event
+// and how many octets it consumed. For ULPDUData, data is the ULPDU octets
+// (a sub-slice of raw, Markers removed). On an error every later call returns
+// it again.
+func (d *Deframer) Next(raw []byte) (ev Event, data []byte, n int, err error) {
+	if d.err != nil {
+		return NeedMore, nil, 0, d.err
+	}
+	for n < len(raw) {
+		if gap := d.untilMarker(); gap == 0 {
+			at := d.pos - uint32(d.markN)
+			k := copy(d.mark[d.markN:], raw[n:])
+			d.markN += k
+			d.pos += uint32(k)
+			n += k
+			if d.markN == MarkerSize {
+				d.markN = 0
+				d.endMarker(d.mark[:], at)
+			}
+			continue
+		} else if d.state == inULPDU {
+			k := min(len(raw)-n, gap, d.left)
+			data = raw[n : n+k]
+			d.sum = crcUpdate(d.sum, data)
+			d.pos += uint32(k)
+			d.left -= k
+			if d.left == 0 {
+				d.state, d.left = inTrailer, PadLen(d.ulen)+CRCSize
+			}
+			return ULPDUData, data, n + k, nil
+		} else {
+			k := min(len(raw)-n, gap, d.fieldLeft())
+			if d.fieldN == 0 && d.state == inLength {
+				d.fpduPos = d.pos
+			}
+			copy(d.field[d.fieldN:], raw[n:n+k])
+			// ULPDU_Length and PAD octets enter the CRC as they arrive, so
+			// that a Marker between PAD and CRC is summed in stream order.
+			if covered := d.crcCovered(); d.fieldN < covered {
+				d.sum = crcUpdate(d.sum, d.field[d.fieldN:min(d.fieldN+k, covered)])
+			}
+			d.fieldN += k
+			d.pos += uint32(k)
+			n += k
+			if d.fieldLeft() > 0 {
+				continue
+			}
+			if d.state == inLength {
+				d.startULPDU()
+				return ULPDUStart, nil, n, nil
+			}
+			return FPDUEnd, nil, n, d.endFPDU()
+		}
+	}
+	return NeedMore, nil, n, nil
+}
+
+// fieldLeft returns the octets still missing from the field being collected.
+func (d *Deframer) fieldLeft() int {
+	if d.state == inLength {
+		return LengthSize - d.fieldN
+	}
+	return d.left - d.fieldN
+}
+
+// crcCovered returns how many octets of the field being collected the CRC
+// covers: all of ULPDU_Length, the PAD but not the CRC of the trailer.
+func (d *Deframer) crcCovered() int {
+	if d.state == inLength {
+		return LengthSize
+	}
+	return d.left - CRCSize
+}
+
+// startULPDU handles a complete ULPDU_Length field.
+func (d *Deframer) startULPDU() {
+	d.ulen = int(d.field[0])<<8 | int(d.field[1])
+	d.fieldN = 0
+	if d.ulen > 0 {
+		d.state, d.left = inULPDU, d.ulen
+	} else {
+		d.state, d.left = inTrailer, PadLen(0)+CRCSize
+	}
+}
+
+// endFPDU handles a complete PAD and CRC: it checks the CRC, then the
+// Markers (error 3 is reported only for an FPDU whose CRC is valid), and
+// readies the Deframer for the next FPDU.
+func (d *Deframer) endFPDU() error {
+	pad := d.left - CRCSize
+	got, want := getCRC(d.field[pad:d.left]), d.sum
+	bad := d.badMark
+	d.state, d.fieldN, d.left, d.sum, d.badMark = inLength, 0, 0, 0, false
+	switch {
+	case d.crc && got != want:
+		d.err = fmt.Errorf("%w: FPDU at stream offset %d: CRC field %08x, computed %08x",
+			ErrCRC, d.fpduPos-d.seqStart, got, want)
+	case bad:
+		d.err = fmt.Errorf("%w: FPDU at stream offset %d", ErrMarker, d.fpduPos-d.seqStart)
+	}
+	return d.err
+}
+
+// PlanDirect appends to iov the iovecs that receive the next len(dst) octets
+// of the current ULPDU straight into dst: dst itself, split where Markers
+// fall, with 4-octet slots of the Deframer's own for the Markers. After a
+// readv has filled every octet of the plan, call CommitDirect with the same
+// dst. A dst longer than Remaining is planned only up to Remaining.
+func (d *Deframer) PlanDirect(iov [][]byte, dst []byte) [][]byte {
+	dst = dst[:min(len(dst), d.Remaining())]
+	if !d.markers {
+		return append(iov, dst)
+	}
+	slot := 0
+	d.walkDirect(len(dst), func(off, n int, marker bool) {
+		if marker {
+			iov = append(iov, d.slots[slot+off:slot+MarkerSize])
+			slot += MarkerSize
+		} else {
+			iov = append(iov, dst[off:off+n])
+		}
+	})
+	return iov
+}
+
+// CommitDirect accounts for the octets a PlanDirect read placed in dst and
+// in the Marker slots: it extends the CRC over them and checks the Markers.
+func (d *Deframer) CommitDirect(dst []byte) error {
+	if d.err != nil {
+		return d.err
+	}
+	if len(dst) > d.Remaining() {
+		d.err = fmt.Errorf("mpa: direct read of %d octets past the ULPDU's remaining %d", len(dst), d.Remaining())
+		return d.err
+	}
+	slot := 0
+	d.walkDirect(len(dst), func(off, n int, marker bool) {
+		if marker {
+			// off is how much of this Marker Next had already taken.
+			copy(d.mark[off:], d.slots[slot+off:slot+MarkerSize])
+			at := d.pos - uint32(off)
+			d.pos += uint32(MarkerSize - off)
+			d.markN = 0
+			d.endMarker(d.mark[:], at)
+			slot += MarkerSize
+		} else {
+			d.sum = crcUpdate(d.sum, dst[off:off+n])
+			d.pos += uint32(n)
+			d.left -= n
+		}
+	})
+	if d.left == 0 {
+		d.state, d.left = inTrailer, PadLen(d.ulen)+CRCSize
+	}
+	return nil
+}
+
+// walkDirect calls fn for each piece of the stream that carries the next n
+// ULPDU octets, in order, without changing the Deframer: (offset into the
+// octets, length, false) for ULPDU octets, and (octets already received, 4,
+// true) for each Marker. It stops before a Marker that follows the last
+// octet, which belongs to whatever comes next.
+func (d *Deframer) walkDirect(n int, fn func(off, n int, marker bool)) {
+	if !d.markers {
+		if n > 0 {
+			fn(0, n, false)
+		}
+		return
+	}
+	pos, markN, off := d.pos, d.markN, 0
+	for off < n {
+		gap := MarkerInterval - int((pos-d.seqStart)%MarkerInterval)
+		if markN > 0 || gap == MarkerInterval {
+			fn(markN, MarkerSize, true)
+			pos += uint32(MarkerSize - markN)
+			markN = 0
+			continue
+		}
+		k := min(n-off, gap)
+		fn(off, k, false)
+		off += k
+		pos += uint32(k)
+	}
+}

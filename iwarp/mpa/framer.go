@@ -1,0 +1,240 @@
+package mpa
+
+import (
+	"errors"
+	"unsafe"
+)
+
+// ErrULPDUTooLong is returned by the Framer for a ULPDU that the 16-bit
+// ULPDU_Length field cannot express.
+var ErrULPDUTooLong = errors.New("mpa: ULPDU longer than 65535 octets")
+
+// arenaChunk is the size of each small-buffer chunk the Framer writes
+// ULPDU_Length fields, headers, Markers, PAD and CRCs into.
+const arenaChunk = 16 << 10
+
+// Framer is the transmit half of MPA Full Operation (RFC 5044 sections 4.1
+// to 4.4). It turns ULPDUs into FPDUs as a list of iovecs ready for one
+// writev: payload slices point into the caller's buffers, never copied, and
+// the FPDU's own octets (ULPDU_Length, the ULPDU's header, Markers, PAD, CRC)
+// come from small buffers the Framer reuses, so steady-state framing
+// allocates nothing.
+//
+// The Framer follows the stream position from the start of Full Operation
+// (SeqStart) so that it can insert a Marker at every 512th octet of the
+// stream when Markers are in use. Every iovec it returns must therefore be
+// written, in order, before iovecs framed later; and the buffers behind them
+// stay valid until Reset.
+type Framer struct {
+	markers  bool
+	crc      bool
+	seqStart uint32 // stream position of the first octet of Full Operation
+	pos      uint32 // stream position of the next octet to be framed
+
+	chunks [][]byte // small-buffer arena; chunks are kept across Reset
+	cur    int      // index of the chunk being filled
+	used   int      // octets used in chunks[cur]
+	tail   int      // start in chunks[cur] of the last iovec, or -1 when it is not arena-backed
+}
+
+// NewFramer returns a Framer for a half connection whose first Full
+// Operation octet is at stream position seqStart (use 0 unless testing
+// wrap-around). markers says whether the peer asked for Markers; crc whether
+// CRCs are in use (when not, the CRC field is sent as zero).
+func NewFramer(seqStart uint32, markers, crc bool) *Framer {
+	return &Framer{markers: markers, crc: crc, seqStart: seqStart, pos: seqStart, tail: -1}
+}
+
+// Pos returns the stream position of the next octet to be framed.
+func (f *Framer) Pos() uint32 { return f.pos }
+
+// Reset makes the Framer's small buffers reusable. Call it once everything
+// framed so far has been written.
+func (f *Framer) Reset() {
+	f.cur, f.used, f.tail = 0, 0, -1
+}
+
+// alloc returns n octets of arena, from the current chunk when they fit so
+// that adjacent small pieces can share one iovec.
+func (f *Framer) alloc(n int) []byte {
+	if len(f.chunks) == 0 {
+		f.chunks = append(f.chunks, make([]byte, arenaChunk))
+	}
+	if f.used+n > len(f.chunks[f.cur]) {
+		f.cur++
+		f.used = 0
+		f.tail = -1
+		if f.cur == len(f.chunks) {
+			f.chunks = append(f.chunks, make([]byte, arenaChunk))
+		}
+	}
+	start := f.used
+	f.used += n
+	return f.chunks[f.cur][start:f.used:f.used]
+}
+
+// appendSmall appends n arena octets to iov, merging them into the last
+// iovec when that one ends right where they start, and returns the octets.
+func (f *Framer) appendSmall(iov [][]byte, n int) ([][]byte, []byte) {
+	b := f.alloc(n)
+	if f.tail >= 0 && len(iov) > 0 {
+		last := iov[len(iov)-1]
+		if len(last) > 0 && unsafe.Add(unsafe.Pointer(unsafe.SliceData(last)), len(last)) == unsafe.Pointer(unsafe.SliceData(b)) {
+			iov[len(iov)-1] = f.chunks[f.cur][f.tail:f.used:f.used]
+			return iov, b
+		}
+	}
+	f.tail = f.used - n
+	return append(iov, b), b
+}
+
+// untilMarker returns the number of stream octets from the current position
+// to the next Marker (0 when a Marker is due right here); with Markers off it
+// returns a number larger than any FPDU.
+func (f *Framer) untilMarker() int {
+	if !f.markers {
+		return 1 << 30
+	}
+	off := (f.pos - f.seqStart) % MarkerInterval
+	if off == 0 {
+		return 0
+	}
+	return int(MarkerInterval - off)
+}
+
+// FPDUStreamLen returns the stream octets an FPDU carrying ulen ULPDU octets
+// would occupy if framed next: the FPDU itself plus every Marker in it,
+// including one that falls just before its ULPDU_Length field.
+func (f *Framer) FPDUStreamLen(ulen int) int {
+	n := FPDULen(ulen)
+	if !f.markers {
+		return n
+	}
+	// A Marker due at the FPDU's start belongs to it; each further Marker
+	// lies at a 512-octet stream boundary strictly inside the FPDU (Markers
+	// and FPDUs are 4-aligned, so one can never straddle the end).
+	first := f.untilMarker()
+	if first == 0 {
+		return MarkerSize + n + MarkerSize*((n-1)/(MarkerInterval-MarkerSize))
+	}
+	if n <= first {
+		return n
+	}
+	// After the first inner Marker at stream offset first, one every 508
+	// FPDU octets.
+	rest := n - first
+	return n + MarkerSize*(1+(rest-1)/(MarkerInterval-MarkerSize))
+}
+
+// MaxULPDUIn returns the largest ULPDU length whose FPDU, framed next, fits in
+// room stream octets (Markers included), or -1 when not even an empty one
+// does. A transmitter uses it to size the FPDUs of a batch so that TCP
+// segments start on FPDU boundaries (RFC 5044 section 5.1, appendix A).
+func (f *Framer) MaxULPDUIn(room int) int {
+	lo, hi := -1, min(room, MaxULPDU)
+	for lo < hi { // largest ulen in [0, hi] with FPDUStreamLen(ulen) <= room
+		mid := lo + (hi-lo+1)/2
+		if f.FPDUStreamLen(mid) <= room {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
+}
+
+// AppendFPDU frames one FPDU whose ULPDU is hdr followed by payload, and
+// appends its iovecs to iov. hdr (a DDP/RDMAP header, a few dozen octets) is
+// copied into the Framer's buffers so that it shares an iovec with the
+// ULPDU_Length field; payload is referenced, never copied, and must not
+// change until the iovecs are written. The CRC covers exactly the octets
+// RFC 5044 section 4.4 lists, Markers included.
+func (f *Framer) AppendFPDU(iov [][]byte, hdr, payload []byte) ([][]byte, error) {
+	ulen := len(hdr) + len(payload)
+	if ulen > MaxULPDU {
+		return iov, ErrULPDUTooLong
+	}
+	fpduStart := f.pos
+	var sum uint32
+	// A Marker due right here falls between FPDUs: FPDUPTR 0, and it is
+	// covered by this FPDU's CRC (4.4 rule 2).
+	if f.untilMarker() == 0 {
+		var m []byte
+		iov, m = f.appendSmall(iov, MarkerSize)
+		putMarker(m, 0)
+		sum = crcUpdate(sum, m)
+		f.pos += MarkerSize
+		fpduStart = f.pos
+	}
+	// ULPDU_Length and the header are copied together. A Marker cannot fall
+	// inside ULPDU_Length (FPDUs start 4-aligned), but may fall in hdr.
+	var lh []byte
+	gap := f.untilMarker() // > 0 here; with Markers off it is huge
+	first := min(len(hdr), gap-LengthSize)
+	iov, lh = f.appendSmall(iov, LengthSize+first)
+	lh[0], lh[1] = byte(ulen>>8), byte(ulen)
+	copy(lh[LengthSize:], hdr[:first])
+	sum = crcUpdate(sum, lh)
+	f.pos += uint32(len(lh))
+	iov, sum = f.appendBody(iov, sum, fpduStart, hdr[first:], true)
+	iov, sum = f.appendBody(iov, sum, fpduStart, payload, false)
+	// PAD, then any Marker that lands right after it (covered by this CRC,
+	// 4.4 rule 1), then the CRC itself. No Marker can fall inside the PAD:
+	// it starts off a 4-octet boundary and ends on one.
+	if pad := PadLen(ulen); pad > 0 {
+		var p []byte
+		iov, p = f.appendSmall(iov, pad)
+		clear(p)
+		sum = crcUpdate(sum, p)
+		f.pos += uint32(pad)
+	}
+	if f.untilMarker() == 0 {
+		iov, sum = f.appendMarker(iov, sum, fpduStart)
+	}
+	var c []byte
+	iov, c = f.appendSmall(iov, CRCSize)
+	if f.crc {
+		putCRC(c, sum)
+	} else {
+		clear(c)
+	}
+	f.pos += CRCSize
+	return iov, nil
+}
+
+// appendBody appends ULPDU octets b, splitting them around the Markers that
+// fall inside. Header octets (small) are copied into the arena; payload
+// octets are referenced in place.
+func (f *Framer) appendBody(iov [][]byte, sum, fpduStart uint32, b []byte, small bool) ([][]byte, uint32) {
+	for len(b) > 0 {
+		gap := f.untilMarker()
+		if gap == 0 {
+			iov, sum = f.appendMarker(iov, sum, fpduStart)
+			continue
+		}
+		n := min(len(b), gap)
+		if small {
+			var s []byte
+			iov, s = f.appendSmall(iov, n)
+			copy(s, b[:n])
+		} else {
+			iov = append(iov, b[:n:n])
+			f.tail = -1
+		}
+		sum = crcUpdate(sum, b[:n])
+		f.pos += uint32(n)
+		b = b[n:]
+	}
+	return iov, sum
+}
+
+// appendMarker appends a Marker pointing back to the FPDU that starts at
+// stream position fpduStart (4.3).
+func (f *Framer) appendMarker(iov [][]byte, sum, fpduStart uint32) ([][]byte, uint32) {
+	var m []byte
+	iov, m = f.appendSmall(iov, MarkerSize)
+	putMarker(m, uint16(f.pos-fpduStart))
+	sum = crcUpdate(sum, m)
+	f.pos += MarkerSize
+	return iov, sum
+}
