@@ -129,7 +129,7 @@ func (d *Deframer) betweenFPDUs() bool { return d.state == inLength && d.fieldN 
 // position at: it belongs to, and is covered by the CRC of, the FPDU it
 // falls in, or the next FPDU when it falls between two (4.3, 4.4).
 func (d *Deframer) endMarker(m []byte, at uint32) {
-	d.sum = crcUpdate(d.sum, m)
+	d.sum = d.crcSum(m)
 	want := uint16(0)
 	if !d.betweenFPDUs() {
 		want = uint16(at - d.fpduPos)
@@ -163,7 +163,7 @@ func (d *Deframer) Next(raw []byte) (ev Event, data []byte, n int, err error) {
 		} else if d.state == inULPDU {
 			k := min(len(raw)-n, gap, d.left)
 			data = raw[n : n+k]
-			d.sum = crcUpdate(d.sum, data)
+			d.sum = d.crcSum(data)
 			d.pos += uint32(k)
 			d.left -= k
 			if d.left == 0 {
@@ -179,7 +179,7 @@ func (d *Deframer) Next(raw []byte) (ev Event, data []byte, n int, err error) {
 			// ULPDU_Length and PAD octets enter the CRC as they arrive, so
 			// that a Marker between PAD and CRC is summed in stream order.
 			if covered := d.crcCovered(); d.fieldN < covered {
-				d.sum = crcUpdate(d.sum, d.field[d.fieldN:min(d.fieldN+k, covered)])
+				d.sum = d.crcSum(d.field[d.fieldN:min(d.fieldN+k, covered)])
 			}
 			d.fieldN += k
 			d.pos += uint32(k)
@@ -286,7 +286,7 @@ func (d *Deframer) CommitDirect(dst []byte) error {
 			d.endMarker(d.mark[:], at)
 			slot += MarkerSize
 		} else {
-			d.sum = crcUpdate(d.sum, dst[off:off+n])
+			d.sum = d.crcSum(dst[off:off+n])
 			d.pos += uint32(n)
 			d.left -= n
 		}
@@ -323,4 +323,13 @@ func (d *Deframer) walkDirect(n int, fn func(off, n int, marker bool)) {
 		off += k
 		pos += uint32(k)
 	}
+}
+
+// crcSum returns the FPDU's running CRC extended over b, when CRCs are
+// checked.
+func (d *Deframer) crcSum(b []byte) uint32 {
+	if !d.crc {
+		return d.sum
+	}
+	return crcUpdate(d.sum, b)
 }

@@ -162,7 +162,7 @@ func (f *Framer) AppendFPDU(iov [][]byte, hdr, payload []byte) ([][]byte, error)
 		var m []byte
 		iov, m = f.appendSmall(iov, MarkerSize)
 		putMarker(m, 0)
-		sum = crcUpdate(sum, m)
+		sum = f.sum(sum, m)
 		f.pos += MarkerSize
 		fpduStart = f.pos
 	}
@@ -174,7 +174,7 @@ func (f *Framer) AppendFPDU(iov [][]byte, hdr, payload []byte) ([][]byte, error)
 	iov, lh = f.appendSmall(iov, LengthSize+first)
 	lh[0], lh[1] = byte(ulen>>8), byte(ulen)
 	copy(lh[LengthSize:], hdr[:first])
-	sum = crcUpdate(sum, lh)
+	sum = f.sum(sum, lh)
 	f.pos += uint32(len(lh))
 	iov, sum = f.appendBody(iov, sum, fpduStart, hdr[first:], true)
 	iov, sum = f.appendBody(iov, sum, fpduStart, payload, false)
@@ -185,7 +185,7 @@ func (f *Framer) AppendFPDU(iov [][]byte, hdr, payload []byte) ([][]byte, error)
 		var p []byte
 		iov, p = f.appendSmall(iov, pad)
 		clear(p)
-		sum = crcUpdate(sum, p)
+		sum = f.sum(sum, p)
 		f.pos += uint32(pad)
 	}
 	if f.untilMarker() == 0 {
@@ -221,7 +221,7 @@ func (f *Framer) appendBody(iov [][]byte, sum, fpduStart uint32, b []byte, small
 			iov = append(iov, b[:n:n])
 			f.tail = -1
 		}
-		sum = crcUpdate(sum, b[:n])
+		sum = f.sum(sum, b[:n])
 		f.pos += uint32(n)
 		b = b[n:]
 	}
@@ -234,7 +234,15 @@ func (f *Framer) appendMarker(iov [][]byte, sum, fpduStart uint32) ([][]byte, ui
 	var m []byte
 	iov, m = f.appendSmall(iov, MarkerSize)
 	putMarker(m, uint16(f.pos-fpduStart))
-	sum = crcUpdate(sum, m)
+	sum = f.sum(sum, m)
 	f.pos += MarkerSize
 	return iov, sum
+}
+
+// sum extends the FPDU's running CRC over b, when CRCs are in use.
+func (f *Framer) sum(sum uint32, b []byte) uint32 {
+	if !f.crc {
+		return sum
+	}
+	return crcUpdate(sum, b)
 }
