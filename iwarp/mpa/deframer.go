@@ -286,7 +286,7 @@ func (d *Deframer) CommitDirect(dst []byte) error {
 			d.endMarker(d.mark[:], at)
 			slot += MarkerSize
 		} else {
-			d.sum = d.crcSum(dst[off:off+n])
+			d.sum = d.crcSum(dst[off : off+n])
 			d.pos += uint32(n)
 			d.left -= n
 		}

@@ -27,6 +27,10 @@ func (c ErrorCode) String() string {
 		return "Marker and ULPDU_Length disagree"
 	case CodeStartup:
 		return "invalid MPA Request or Reply frame"
+	case CodeInsufficientIRD:
+		return "insufficient IRD resources"
+	case CodeNoMatchingRTR:
+		return "no matching RTR model"
 	}
 	return "MPA error " + strconv.Itoa(int(c))
 }
