@@ -103,6 +103,12 @@ func (d *Deframer) Remaining() int {
 	return d.left
 }
 
+// AtBoundary reports whether the stream so far ends exactly between FPDUs
+// (a Marker may follow): a connection that ends here lost no FPDU.
+func (d *Deframer) AtBoundary() bool {
+	return d.state == inLength && d.fieldN == 0 && d.markN == 0
+}
+
 // Err returns the error that stopped the Deframer, if any.
 func (d *Deframer) Err() error { return d.err }
 
