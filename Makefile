@@ -9,6 +9,7 @@
 SHELL       := /bin/bash
 GO          ?= go
 FUZZTIME    ?= 60s
+FUZZMINTIME ?= 10s
 BENCHTIME   ?= 1s
 TESTTIMEOUT ?= 25m
 BIN         := $(CURDIR)/bin
@@ -46,7 +47,7 @@ fuzz:
 	@set -e; for pkg in $$($(GO) list ./...); do \
 	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
 	    echo "== $$pkg $$t for $(FUZZTIME)"; \
-	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
+	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) $$pkg; \
 	  done; \
 	done
 

@@ -67,7 +67,7 @@ func decode(r io.Reader, w io.Writer, markers, crc bool) error {
 		}
 		if rerr == io.EOF {
 			if !d.AtBoundary() {
-				return fmt.Errorf("stream ends inside an FPDU at offset %#x", d.Pos())
+				return d.EndOfStream()
 			}
 			fmt.Fprintf(w, "%d FPDUs, %d octets\n", n, d.Pos())
 			return nil

@@ -71,7 +71,7 @@ func TestDecode(t *testing.T) {
 	if err := decode(bytes.NewReader(bad), &out, true, true); err == nil || mpa.CodeOf(err) != mpa.CodeCRC {
 		t.Errorf("corrupt CRC: got %v", err)
 	}
-	if err := decode(bytes.NewReader(stream[:len(stream)-3]), &out, true, true); err == nil || !strings.Contains(err.Error(), "inside an FPDU") {
+	if err := decode(bytes.NewReader(stream[:len(stream)-3]), &out, true, true); mpa.CodeOf(err) != mpa.CodeLLPLost || !strings.Contains(err.Error(), "inside the FPDU") {
 		t.Errorf("truncated stream: got %v", err)
 	}
 }

@@ -63,6 +63,7 @@ type Deframer struct {
 	crc      bool
 	seqStart uint32
 	pos      uint32 // stream position of the next octet
+	endPos   uint32 // stream position just past the last complete FPDU
 
 	state   int
 	fpduPos uint32 // stream position of the current FPDU's ULPDU_Length
@@ -86,7 +87,7 @@ type Deframer struct {
 // wrap-around). markers says whether we asked the peer for Markers; crc
 // whether CRCs are checked.
 func NewDeframer(seqStart uint32, markers, crc bool) *Deframer {
-	return &Deframer{markers: markers, crc: crc, seqStart: seqStart, pos: seqStart}
+	return &Deframer{markers: markers, crc: crc, seqStart: seqStart, pos: seqStart, endPos: seqStart}
 }
 
 // Pos returns the stream position of the next octet the Deframer expects.
@@ -103,10 +104,24 @@ func (d *Deframer) Remaining() int {
 	return d.left
 }
 
-// AtBoundary reports whether the stream so far ends exactly between FPDUs
-// (a Marker may follow): a connection that ends here lost no FPDU.
-func (d *Deframer) AtBoundary() bool {
-	return d.state == inLength && d.fieldN == 0 && d.markN == 0
+// AtBoundary reports whether the stream so far ends exactly where the last
+// FPDU ended: a connection that ends here cut no FPDU short (not even a
+// Marker that would have led the next one).
+func (d *Deframer) AtBoundary() bool { return d.pos == d.endPos }
+
+// EndOfStream reports the end of the TCP stream (FIN, RST or loss) as MPA
+// error 1, saying whether it cut an FPDU short, and stops the Deframer.
+func (d *Deframer) EndOfStream() error {
+	if d.err != nil {
+		return d.err
+	}
+	if d.AtBoundary() {
+		d.err = fmt.Errorf("%w at stream offset %d, between FPDUs", ErrLLPLost, d.pos-d.seqStart)
+	} else {
+		d.err = fmt.Errorf("%w at stream offset %d, inside the FPDU that began at %d",
+			ErrLLPLost, d.pos-d.seqStart, d.fpduPos-d.seqStart)
+	}
+	return d.err
 }
 
 // Err returns the error that stopped the Deframer, if any.
@@ -238,6 +253,7 @@ func (d *Deframer) endFPDU() error {
 	pad := d.left - CRCSize
 	got, want := getCRC(d.field[pad:d.left]), d.sum
 	bad := d.badMark
+	d.endPos = d.pos
 	d.state, d.fieldN, d.left, d.sum, d.badMark = inLength, 0, 0, 0, false
 	switch {
 	case d.crc && got != want:

@@ -63,6 +63,8 @@ func CodeOf(err error) ErrorCode {
 
 // Full Operation errors.
 var (
+	// ErrLLPLost: the TCP connection was closed, terminated or lost (code 1).
+	ErrLLPLost = &Error{CodeLLPLost, "TCP connection closed"}
 	// ErrCRC: the CRC field of a received FPDU does not match (code 2).
 	ErrCRC = &Error{CodeCRC, "FPDU CRC32c mismatch"}
 	// ErrMarker: a received Marker's FPDUPTR does not point at the start of

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -84,6 +85,10 @@ func FuzzFrameRoundTrip(f *testing.F) {
 	f.Add(bytes.Repeat([]byte{0xa5}, 3000), uint32(0xfffffe00), uint16(507), byte(1))
 	f.Fuzz(func(t *testing.T, data []byte, seqStart uint32, cut uint16, mode byte) {
 		markers, crc := mode&1 != 0, mode&2 != 0
+		// Long inputs cut small make thousands of FPDUs: slow to run and
+		// far slower to minimise, and no more telling than a few dozen.
+		data = data[:min(len(data), 4<<10)]
+		cut = max(cut, uint16(len(data)/16))
 		fr := NewFramer(seqStart, markers, crc)
 		var stream []byte
 		var want [][]byte
@@ -130,6 +135,38 @@ func TestDeframerStopsAfterError(t *testing.T) {
 	}
 	if err := d.CommitDirect(nil); !errors.Is(err, ErrCRC) {
 		t.Fatalf("CommitDirect after error: %v", err)
+	}
+}
+
+func TestDeframerEndOfStream(t *testing.T) {
+	stream, _, _ := rfcStream(t, 0)
+	tests := []struct {
+		name   string
+		cut    int
+		inside bool
+	}{
+		{"before anything", 0, false},
+		{"after the leading Marker", 4, true},
+		{"inside figure 5's ULPDU", 0x20, true},
+		{"right after figure 5", 0x34, false},
+		{"inside a Marker", 0x202, true},
+		{"after the whole stream", len(stream), false},
+	}
+	for _, tc := range tests {
+		d := NewDeframer(0, true, true)
+		if _, err := deframeAll(d, stream[:tc.cut], 100); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		err := d.EndOfStream()
+		if !errors.Is(err, ErrLLPLost) || CodeOf(err) != CodeLLPLost {
+			t.Fatalf("%s: got %v", tc.name, err)
+		}
+		if got := strings.Contains(err.Error(), "inside"); got != tc.inside || d.AtBoundary() == tc.inside {
+			t.Errorf("%s: %v (AtBoundary %v)", tc.name, err, d.AtBoundary())
+		}
+		if _, _, _, err2 := d.Next(stream); err2 != err {
+			t.Errorf("%s: Next after EndOfStream returned %v", tc.name, err2)
+		}
 	}
 }
 

@@ -46,7 +46,8 @@ func FuzzParse(f *testing.F) {
 		want[1] &^= 0x30 // RDMAP reserved bits
 		var n int
 		if h.Tagged() {
-			tf, err := TaggedFields(op, h.STag(), h.TO())
+			var tf ddp.TaggedFields
+			tf, err = TaggedFields(op, h.STag(), h.TO())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -56,7 +57,8 @@ func FuzzParse(f *testing.F) {
 			if qn, _ := op.QN(); qn != h.QN() {
 				t.Fatalf("%v accepted on QN %d", op, h.QN())
 			}
-			uf, err := UntaggedFields(op, h.MSN(), InvalidateSTag(h))
+			var uf ddp.UntaggedFields
+			uf, err = UntaggedFields(op, h.MSN(), InvalidateSTag(h))
 			if err != nil {
 				t.Fatal(err)
 			}
