@@ -150,7 +150,18 @@ func (f *Framer) MaxULPDUIn(room int) int {
 // change until the iovecs are written. The CRC covers exactly the octets
 // RFC 5044 section 4.4 lists, Markers included.
 func (f *Framer) AppendFPDU(iov [][]byte, hdr, payload []byte) ([][]byte, error) {
-	ulen := len(hdr) + len(payload)
+	p := [1][]byte{payload}
+	return f.AppendFPDUv(iov, hdr, p[:])
+}
+
+// AppendFPDUv is AppendFPDU with the payload gathered from several slices
+// (a DDP Segment that spans the end of one buffer and the start of the
+// next). payload itself is not retained.
+func (f *Framer) AppendFPDUv(iov [][]byte, hdr []byte, payload [][]byte) ([][]byte, error) {
+	ulen := len(hdr)
+	for _, p := range payload {
+		ulen += len(p)
+	}
 	if ulen > MaxULPDU {
 		return iov, ErrULPDUTooLong
 	}
@@ -177,7 +188,9 @@ func (f *Framer) AppendFPDU(iov [][]byte, hdr, payload []byte) ([][]byte, error)
 	sum = f.sum(sum, lh)
 	f.pos += uint32(len(lh))
 	iov, sum = f.appendBody(iov, sum, fpduStart, hdr[first:], true)
-	iov, sum = f.appendBody(iov, sum, fpduStart, payload, false)
+	for _, p := range payload {
+		iov, sum = f.appendBody(iov, sum, fpduStart, p, false)
+	}
 	// PAD, then any Marker that lands right after it (covered by this CRC,
 	// 4.4 rule 1), then the CRC itself. No Marker can fall inside the PAD:
 	// it starts off a 4-octet boundary and ends on one.

@@ -307,3 +307,37 @@ func deframeMixed(r *rand.Rand, d *Deframer, stream []byte) ([][]byte, error) {
 	}
 	return out, nil
 }
+
+// A payload gathered from several slices frames exactly like the same
+// octets in one slice.
+func TestAppendFPDUvMatchesAppendFPDU(t *testing.T) {
+	payload := make([]byte, 3000)
+	for i := range payload {
+		payload[i] = byte(i * 13)
+	}
+	for _, markers := range []bool{false, true} {
+		for _, cuts := range [][]int{{0}, {1}, {500, 501}, {0, 0, 2999}, {1000, 2000}} {
+			a, b := NewFramer(100, markers, true), NewFramer(100, markers, true)
+			one, _ := a.AppendFPDU(nil, []byte("hdr"), payload)
+			var parts [][]byte
+			prev := 0
+			for _, c := range cuts {
+				parts = append(parts, payload[prev:c])
+				prev = c
+			}
+			parts = append(parts, payload[prev:])
+			many, err := b.AppendFPDUv(nil, []byte("hdr"), parts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(flatten(one), flatten(many)) || a.Pos() != b.Pos() {
+				t.Fatalf("markers %v cuts %v: gathered framing differs", markers, cuts)
+			}
+		}
+	}
+	f := NewFramer(0, false, true)
+	big := make([]byte, 40000)
+	if _, err := f.AppendFPDUv(nil, nil, [][]byte{big, big}); !errors.Is(err, ErrULPDUTooLong) {
+		t.Fatalf("80000-octet gathered ULPDU: %v", err)
+	}
+}
