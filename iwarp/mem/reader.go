@@ -72,6 +72,10 @@ func (r *Reader) Enter() {
 	r.active = true
 }
 
+// Free returns how many more distinct regions this section can hold: a
+// caller that batches many Checks in one section stops at zero.
+func (r *Reader) Free() int { return MaxHeld - r.n }
+
 // Exit closes the critical section and releases the regions it held; slices
 // from Check must not be used after it.
 func (r *Reader) Exit() {

@@ -208,3 +208,41 @@ func TestMaxHeld(t *testing.T) {
 	r.Exit()
 	deregister(t, tab, mrs...)
 }
+
+func TestReaderFree(t *testing.T) {
+	tab := NewTable(16)
+	pd := NewPD()
+	m, err := Anonymous(1 << 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	var mrs []*MR
+	for i := range MaxHeld + 1 {
+		mr, err := tab.Register(pd, m, i*4096, 4096, RemoteRead, ZeroBased)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mrs = append(mrs, mr)
+	}
+	defer tab.Deregister(context.Background(), mrs...)
+	r := tab.NewReader()
+	defer r.Close()
+	r.Enter()
+	for i := range MaxHeld {
+		if r.Free() != MaxHeld-i {
+			t.Fatalf("after %d holds Free = %d", i, r.Free())
+		}
+		if _, f := r.Check(mrs[i].STag(), pd, 0, 1, RemoteRead); f != FaultNone {
+			t.Fatal(f)
+		}
+		// Checking a region already held takes no further slot.
+		if _, f := r.Check(mrs[i].STag(), pd, 1, 1, RemoteRead); f != FaultNone || r.Free() != MaxHeld-i-1 {
+			t.Fatalf("re-check: %v, Free %d", f, r.Free())
+		}
+	}
+	r.Exit()
+	if r.Free() != MaxHeld {
+		t.Fatalf("after Exit Free = %d", r.Free())
+	}
+}

@@ -131,6 +131,9 @@ func (f *Framer) FPDUStreamLen(ulen int) int {
 // does. A transmitter uses it to size the FPDUs of a batch so that TCP
 // segments start on FPDU boundaries (RFC 5044 section 5.1, appendix A).
 func (f *Framer) MaxULPDUIn(room int) int {
+	if !f.markers { // FPDULen(u) = (u+2 rounded up to 4) + 4 <= room
+		return max(-1, min(MaxULPDU, (room-CRCSize)&^3-LengthSize))
+	}
 	lo, hi := -1, min(room, MaxULPDU)
 	for lo < hi { // largest ulen in [0, hi] with FPDUStreamLen(ulen) <= room
 		mid := lo + (hi-lo+1)/2

@@ -1,0 +1,371 @@
+package iwarp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/ddpstore/ddpstore/iwarp/mpa"
+)
+
+// DefaultStartupTimeout bounds each wait of the MPA Startup (RFC 5044
+// 7.1.2 rule 10).
+const DefaultStartupTimeout = 10 * time.Second
+
+// DefaultReadDepth is the IRD and ORD offered when a ConnConfig sets
+// neither.
+const DefaultReadDepth = 16
+
+// ConnConfig is one end's connection parameters.
+type ConnConfig struct {
+	// MPA is this end's MPA Startup configuration: revision, Markers, CRC
+	// preference, IRD/ORD (DefaultReadDepth each when both are 0),
+	// peer-to-peer RTR.
+	MPA mpa.StartupConfig
+	// PrivateData goes in this end's MPA Request (Connect); a Listener's
+	// is unused (ConnRequest.Accept takes the Reply's).
+	PrivateData []byte
+	// StartupTimeout bounds each Startup wait (DefaultStartupTimeout).
+	StartupTimeout time.Duration
+	// EMSS, when not 0, fixes the EMSS that FPDUs are sized for instead of
+	// reading TCP_MAXSEG (tests use it to force many FPDUs).
+	EMSS int
+}
+
+func (c ConnConfig) withDefaults() ConnConfig {
+	if c.StartupTimeout <= 0 {
+		c.StartupTimeout = DefaultStartupTimeout
+	}
+	if c.MPA.IRD == 0 && c.MPA.ORD == 0 {
+		c.MPA.IRD, c.MPA.ORD = DefaultReadDepth, DefaultReadDepth
+	}
+	return c
+}
+
+// RejectedError is a Connect the Responder rejected (the R bit of its MPA
+// Reply), with the Reply's Private Data, which may say why.
+type RejectedError struct {
+	PrivateData []byte
+}
+
+func (e *RejectedError) Error() string {
+	if len(e.PrivateData) > 0 {
+		return fmt.Sprintf("iwarp: connection rejected by the peer: %q", e.PrivateData)
+	}
+	return "iwarp: connection rejected by the peer"
+}
+
+func (e *RejectedError) Unwrap() error { return mpa.ErrRejected }
+
+// Connect opens a TCP connection to addr, runs the MPA Startup as the
+// Initiator and, once the peer accepts, puts the QP in Full Operation. It
+// returns the Private Data of the peer's Reply.
+func (q *QP) Connect(ctx context.Context, network, addr string, cfg ConnConfig) ([]byte, error) {
+	cfg = cfg.withDefaults()
+	if s := q.State(); s != StateIdle {
+		return nil, fmt.Errorf("%w: Connect in state %v", ErrQPState, s)
+	}
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	tc := nc.(*net.TCPConn)
+	ok := false
+	defer func() {
+		if !ok {
+			tc.Close()
+		}
+	}()
+	stop := context.AfterFunc(ctx, func() { tc.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	tc.SetDeadline(time.Now().Add(cfg.StartupTimeout))
+	req := cfg.MPA.Request(cfg.PrivateData)
+	frame, err := req.Append(nil)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tc.Write(frame); err != nil {
+		return nil, fmt.Errorf("iwarp: sending MPA Request: %w", err)
+	}
+	reply, err := readStartup(tc, mpa.Reply)
+	if err != nil {
+		return nil, fmt.Errorf("iwarp: waiting for MPA Reply from %s: %w", addr, err)
+	}
+	peer := reply.Startup()
+	pd := append([]byte(nil), peer.PrivateData...)
+	if peer.R {
+		return pd, &RejectedError{PrivateData: pd}
+	}
+	neg, err := mpa.Negotiate(mpa.Initiator, &cfg.MPA, &peer)
+	if err != nil {
+		return pd, err
+	}
+	if err := ctx.Err(); err != nil {
+		return pd, err
+	}
+	if !stop() {
+		return pd, ctx.Err()
+	}
+	tc.SetDeadline(time.Time{})
+	if err := q.attach(tc, neg, cfg.EMSS); err != nil {
+		return pd, err
+	}
+	ok = true
+	return pd, nil
+}
+
+// attach puts the QP in Full Operation over tc.
+func (q *QP) attach(tc *net.TCPConn, neg mpa.Negotiated, emss int) error {
+	s, err := newSock(tc)
+	if err != nil {
+		return err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.conn != nil || q.State() != StateIdle || q.closing {
+		return fmt.Errorf("%w: QP is %v", ErrQPState, q.State())
+	}
+	c := newConn(q, s, neg, emss)
+	q.conn = c
+	q.state.Store(uint32(StateRTS))
+	c.start()
+	return nil
+}
+
+// Disconnect closes the connection gracefully (RFC 5041 6.2.1): work
+// already posted goes out, then TCP's FIN; the QP reaches StateError with
+// the rest flushed once the peer closes too. Wait on Done.
+func (q *QP) Disconnect() {
+	q.mu.Lock()
+	c := q.conn
+	q.mu.Unlock()
+	if c == nil {
+		q.fail(ErrClosed)
+		return
+	}
+	q.state.CompareAndSwap(uint32(StateRTS), uint32(StateClosing))
+	c.graceful.Store(true)
+	c.wake()
+}
+
+// readStartup reads one MPA Startup frame from r.
+func readStartup(r io.Reader, expect mpa.StartupKind) (mpa.StartupFrame, error) {
+	buf := make([]byte, mpa.MaxStartupFrame)
+	if _, err := io.ReadFull(r, buf[:mpa.StartupHeaderLen]); err != nil {
+		return nil, err
+	}
+	pd, err := mpa.ParseStartupHeader(buf, expect, mpa.MaxPrivateData)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := io.ReadFull(r, buf[mpa.StartupHeaderLen:mpa.StartupHeaderLen+pd]); err != nil {
+		return nil, err
+	}
+	return mpa.ParseStartup(buf[:mpa.StartupHeaderLen+pd], expect, mpa.MaxPrivateData)
+}
+
+// Listener accepts MPA connections. Each TCP connection's Startup runs on
+// its own goroutine, so a slow or silent client delays no one else.
+type Listener struct {
+	ln   *net.TCPListener
+	cfg  ConnConfig
+	reqs chan *ConnRequest
+	done chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+
+	mu      sync.Mutex
+	pending map[*net.TCPConn]struct{}
+	// Errs counts connections dropped for a bad MPA Request, by reason.
+	errs []error
+}
+
+// Listen listens for MPA Initiators on addr.
+func (d *Device) Listen(network, addr string, cfg ConnConfig) (*Listener, error) {
+	nl, err := net.Listen(network, addr)
+	if err != nil {
+		return nil, err
+	}
+	l := &Listener{ln: nl.(*net.TCPListener), cfg: cfg.withDefaults(), reqs: make(chan *ConnRequest),
+		done: make(chan struct{}), pending: make(map[*net.TCPConn]struct{})}
+	l.wg.Add(1)
+	go l.acceptLoop()
+	return l, nil
+}
+
+// Addr returns the listening address.
+func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
+
+// Close stops listening and closes connections still in their Startup.
+func (l *Listener) Close() error {
+	l.once.Do(func() {
+		close(l.done)
+		l.ln.Close()
+		l.mu.Lock()
+		for tc := range l.pending {
+			tc.Close()
+		}
+		l.mu.Unlock()
+	})
+	l.wg.Wait()
+	return nil
+}
+
+// StartupErrors returns the errors of connections dropped during the MPA
+// Startup (bad Requests, timeouts), oldest first, and forgets them.
+func (l *Listener) StartupErrors() []error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.errs
+	l.errs = nil
+	return e
+}
+
+func (l *Listener) acceptLoop() {
+	defer l.wg.Done()
+	for {
+		tc, err := l.ln.AcceptTCP()
+		if err != nil {
+			select {
+			case <-l.done:
+				return
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			time.Sleep(10 * time.Millisecond) // e.g. EMFILE: do not spin
+			continue
+		}
+		l.mu.Lock()
+		l.pending[tc] = struct{}{}
+		l.mu.Unlock()
+		l.wg.Add(1)
+		go l.startup(tc)
+	}
+}
+
+// startup reads and validates one connection's MPA Request and offers it to
+// Accept.
+func (l *Listener) startup(tc *net.TCPConn) {
+	defer l.wg.Done()
+	tc.SetDeadline(time.Now().Add(l.cfg.StartupTimeout))
+	f, err := readStartup(tc, mpa.Request)
+	// From here on Close no longer closes tc for us: either it is handed
+	// to Accept, or closed below.
+	l.mu.Lock()
+	delete(l.pending, tc)
+	if err != nil && len(l.errs) < 64 {
+		l.errs = append(l.errs, fmt.Errorf("iwarp: MPA Request from %s: %w", tc.RemoteAddr(), err))
+	}
+	l.mu.Unlock()
+	if err != nil {
+		tc.Close()
+		return
+	}
+	peer := f.Startup()
+	peer.PrivateData = append([]byte(nil), peer.PrivateData...)
+	req := &ConnRequest{l: l, tc: tc, peer: peer, RemoteAddr: tc.RemoteAddr()}
+	select {
+	case l.reqs <- req:
+	case <-l.done:
+		tc.Close()
+	}
+}
+
+// Accept waits for the next connection whose MPA Request is valid.
+func (l *Listener) Accept(ctx context.Context) (*ConnRequest, error) {
+	select {
+	case r := <-l.reqs:
+		return r, nil
+	case <-l.done:
+		return nil, ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// ConnRequest is a valid MPA Request waiting for the ULP's decision: Accept
+// with a QP, or Reject.
+type ConnRequest struct {
+	l          *Listener
+	tc         *net.TCPConn
+	peer       mpa.Startup
+	RemoteAddr net.Addr
+	once       sync.Once
+}
+
+// PrivateData returns the Request's Private Data (without the revision-2
+// IRD/ORD word).
+func (r *ConnRequest) PrivateData() []byte { return r.peer.PrivateData }
+
+// Revision returns the Request's MPA revision.
+func (r *ConnRequest) Revision() uint8 { return r.peer.Rev }
+
+// Accept answers with an accepting MPA Reply carrying pd and puts qp in
+// Full Operation. When the Request asks for what this end cannot do (for
+// example Markers it refuses), it answers with a rejecting Reply instead
+// and returns why.
+func (r *ConnRequest) Accept(qp *QP, pd []byte) error {
+	err := ErrClosed
+	r.once.Do(func() { err = r.accept(qp, pd) })
+	return err
+}
+
+func (r *ConnRequest) accept(qp *QP, pd []byte) error {
+	cfg := r.l.cfg
+	neg, err := mpa.Negotiate(mpa.Responder, &cfg.MPA, &r.peer)
+	if err != nil {
+		reply := neg.Reply(true, nil)
+		r.sendReply(&reply)
+		r.tc.Close()
+		return err
+	}
+	if s := qp.State(); s != StateIdle {
+		r.Reject(nil)
+		return fmt.Errorf("%w: Accept with a QP in state %v", ErrQPState, s)
+	}
+	reply := neg.Reply(false, pd)
+	if err := r.sendReply(&reply); err != nil {
+		r.tc.Close()
+		return err
+	}
+	r.tc.SetDeadline(time.Time{})
+	if err := qp.attach(r.tc, neg, cfg.EMSS); err != nil {
+		r.tc.Close()
+		return err
+	}
+	return nil
+}
+
+// Reject answers with a rejecting MPA Reply (the R bit) carrying pd, then
+// closes the connection.
+func (r *ConnRequest) Reject(pd []byte) error {
+	err := ErrClosed
+	r.once.Do(func() {
+		neg, nerr := mpa.Negotiate(mpa.Responder, &r.l.cfg.MPA, &r.peer)
+		_ = nerr // reject whatever the parameters
+		reply := neg.Reply(true, pd)
+		err = r.sendReply(&reply)
+		r.tc.Close()
+	})
+	return err
+}
+
+func (r *ConnRequest) sendReply(reply *mpa.Startup) error {
+	frame, err := reply.Append(nil)
+	if err != nil {
+		return err
+	}
+	r.tc.SetWriteDeadline(time.Now().Add(r.l.cfg.StartupTimeout))
+	if _, err := r.tc.Write(frame); err != nil {
+		return fmt.Errorf("iwarp: sending MPA Reply: %w", err)
+	}
+	return nil
+}

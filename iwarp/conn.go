@@ -1,0 +1,132 @@
+package iwarp
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ddpstore/ddpstore/iwarp/mem"
+	"github.com/ddpstore/ddpstore/iwarp/mpa"
+	"github.com/ddpstore/ddpstore/iwarp/rdmap"
+)
+
+// outRead is an RDMA Read this end requested and awaits the Response of.
+type outRead struct {
+	sink     mem.STag
+	sinkTO   uint64
+	size     uint32
+	received uint32
+	wr       int  // index of its inflight record
+	rtr      bool // the revision-2 ready-to-receive Read, no work request
+}
+
+// inRead is an RDMA Read Request from the peer, validated, to be answered.
+type inRead struct {
+	sink   uint32
+	sinkTO uint64
+	src    mem.STag
+	srcTO  uint64
+	size   uint32
+}
+
+// conn is the RDMAP Stream of a connected QP over MPA/TCP: the socket, the
+// MPA state of each direction and the queues between the two goroutines.
+type conn struct {
+	qp   *QP
+	s    *sock
+	neg  mpa.Negotiated
+	emss int // fixed EMSS for tests; 0 reads TCP_MAXSEG
+
+	// ORD: Reads this end requested (the sender produces, the receiver
+	// consumes in order).
+	reads            []outRead
+	readHead, readTl atomic.Uint32
+	// IRD: Read Requests to answer (the receiver produces, the sender
+	// consumes in order).
+	resps            []inRead
+	respHead, respTl atomic.Uint32
+	firstRx          chan struct{} // closed at the first valid FPDU (RFC 5044 7.1.2 rule 4)
+	firstOnce        sync.Once
+	termHdr          atomic.Pointer[termInfo] // a Terminate for the sender to send last
+	stop             chan struct{}            // closed to stop the engine
+	stopOnce         sync.Once
+	graceful         atomic.Bool // a graceful close: send what is queued, then FIN
+	wg               sync.WaitGroup
+	rxDone, txDone   chan struct{}
+}
+
+// termInfo is a Terminate this end sends.
+type termInfo struct {
+	err rdmap.Error
+	b   []byte
+}
+
+func newConn(q *QP, s *sock, neg mpa.Negotiated, emss int) *conn {
+	ird, ord := int(neg.IRD), int(neg.ORD)
+	ird, ord = clampRD(ird), clampRD(ord)
+	c := &conn{
+		qp: q, s: s, neg: neg, emss: emss,
+		reads: make([]outRead, ord+1), resps: make([]inRead, ird),
+		firstRx: make(chan struct{}), stop: make(chan struct{}),
+		rxDone: make(chan struct{}), txDone: make(chan struct{}),
+	}
+	return c
+}
+
+// clampRD bounds an IRD or ORD to what the engine queues: IRDORDUnspecified
+// (no limit stated) becomes 128, as for siw.
+func clampRD(v int) int {
+	if v <= 0 {
+		return 0
+	}
+	if v >= int(mpa.IRDORDUnspecified) || v > 1024 {
+		return 128
+	}
+	return v
+}
+
+// start runs the engine: a receiver, a sender, and the reaper that flushes
+// the QP when both have ended.
+func (c *conn) start() {
+	c.wg.Add(2)
+	go func() { defer c.wg.Done(); defer close(c.rxDone); c.rxLoop() }()
+	go func() { defer c.wg.Done(); defer close(c.txDone); c.txLoop() }()
+	go func() {
+		c.wg.Wait()
+		c.s.tc.Close()
+		q := c.qp
+		q.state.Store(uint32(StateError))
+		q.flush()
+		close(q.done)
+	}()
+}
+
+// terminateGrace bounds how long a write in progress, and then the
+// Terminate message, may take once the engine stops.
+const terminateGrace = 2 * time.Second
+
+// stopEngine stops both goroutines. With a Terminate pending, a write in
+// progress gets terminateGrace to finish so the Terminate can follow it on
+// a sound stream; otherwise writes stop at once.
+func (c *conn) stopEngine() {
+	c.stopOnce.Do(func() {
+		close(c.stop)
+		c.s.tc.SetReadDeadline(time.Unix(1, 0))
+		if c.termHdr.Load() != nil {
+			c.s.tc.SetWriteDeadline(time.Now().Add(terminateGrace))
+		} else {
+			c.s.tc.SetWriteDeadline(time.Unix(1, 0))
+		}
+	})
+}
+
+// markFirstRx records that a valid FPDU arrived.
+func (c *conn) markFirstRx() { c.firstOnce.Do(func() { close(c.firstRx) }) }
+
+// wake kicks the sender.
+func (c *conn) wake() {
+	select {
+	case c.qp.kick <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,138 @@
+package iwarp
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/ddpstore/ddpstore/iwarp/cq"
+	"github.com/ddpstore/ddpstore/iwarp/mem"
+)
+
+// DefaultMaxMRs is the size of a Device's STag namespace unless configured.
+const DefaultMaxMRs = 1 << 16
+
+// Device is one software RNIC: an STag namespace and the queue pairs,
+// completion queues and listeners created on it.
+type Device struct {
+	mem     *mem.Table
+	nextQPN atomic.Uint32
+
+	mu     sync.Mutex
+	qps    map[uint32]*QP
+	closed bool
+}
+
+// NewDevice returns a Device whose STag namespace holds maxMRs regions
+// (DefaultMaxMRs when 0).
+func NewDevice(maxMRs int) *Device {
+	if maxMRs <= 0 {
+		maxMRs = DefaultMaxMRs
+	}
+	return &Device{mem: mem.NewTable(maxMRs), qps: make(map[uint32]*QP)}
+}
+
+// AllocPD returns a new protection domain.
+func (d *Device) AllocPD() mem.PD { return mem.NewPD() }
+
+// Register registers length octets at off of m under pd with the given
+// access rights, VA-based (a TO is the virtual address of the octet).
+func (d *Device) Register(pd mem.PD, m *mem.Mapping, off, length int, acc mem.Access) (*mem.MR, error) {
+	return d.mem.Register(pd, m, off, length, acc, mem.VABased)
+}
+
+// RegisterZeroBased is Register with zero-based TOs (TO 0 is the region's
+// first octet).
+func (d *Device) RegisterZeroBased(pd mem.PD, m *mem.Mapping, off, length int, acc mem.Access) (*mem.MR, error) {
+	return d.mem.Register(pd, m, off, length, acc, mem.ZeroBased)
+}
+
+// Deregister invalidates mrs and waits until no QP is using their memory.
+func (d *Device) Deregister(ctx context.Context, mrs ...*mem.MR) error {
+	return d.mem.Deregister(ctx, mrs...)
+}
+
+// Invalidate invalidates stag locally: it stops working for the peer at once.
+func (d *Device) Invalidate(stag mem.STag, pd mem.PD) mem.Fault { return d.mem.Invalidate(stag, pd) }
+
+// Close closes every QP of the Device.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	d.closed = true
+	qps := make([]*QP, 0, len(d.qps))
+	for _, q := range d.qps {
+		qps = append(qps, q)
+	}
+	d.mu.Unlock()
+	for _, q := range qps {
+		q.Close()
+	}
+	return nil
+}
+
+func (d *Device) addQP(q *QP) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	d.qps[q.qpn] = q
+	return nil
+}
+
+func (d *Device) removeQP(q *QP) {
+	d.mu.Lock()
+	delete(d.qps, q.qpn)
+	d.mu.Unlock()
+}
+
+// CQ is a completion queue. Completions are pushed lock-free by the QPs'
+// engine goroutines and polled by the application.
+type CQ struct {
+	r *cq.Ring[WC]
+}
+
+// NewCQ returns a completion queue with room for at least depth completions.
+// A QP whose completions overrun it goes to the error state.
+func (d *Device) NewCQ(depth int) (*CQ, error) {
+	r, err := cq.New[WC](depth)
+	if err != nil {
+		return nil, err
+	}
+	return &CQ{r: r}, nil
+}
+
+// Poll moves up to len(wcs) completions into wcs and returns how many.
+func (c *CQ) Poll(wcs []WC) int {
+	n := 0
+	for n < len(wcs) {
+		wc, ok := c.r.Poll()
+		if !ok {
+			break
+		}
+		wcs[n] = wc
+		n++
+	}
+	return n
+}
+
+// Arm asks for one notification on Notify's channel at the next completion
+// (or the next solicited or failed one), as ibv_req_notify_cq does.
+func (c *CQ) Arm(solicitedOnly bool) error { return c.r.Arm(solicitedOnly) }
+
+// Notify returns the channel that armed notifications arrive on.
+func (c *CQ) Notify() <-chan struct{} { return c.r.Notify() }
+
+// Wait blocks until a completion (or a solicited or failed one) is ready
+// to poll, ctx is done, or the CQ is closed.
+func (c *CQ) Wait(ctx context.Context, solicitedOnly bool) error {
+	return c.r.Wait(ctx, solicitedOnly)
+}
+
+// Close wakes waiters; completions already queued can still be polled.
+func (c *CQ) Close() error { return c.r.Close() }
+
+// push queues a completion; failed ones wake solicited-only waiters too.
+func (c *CQ) push(wc WC) error {
+	return c.r.Push(wc, wc.Solicited || wc.Status != StatusSuccess)
+}

@@ -1,0 +1,119 @@
+package iwarp
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+)
+
+func fill(b []byte, seed byte) {
+	for i := range b {
+		b[i] = byte(i*7) + seed
+	}
+}
+
+func TestOperations(t *testing.T) {
+	ini, resp := connect(t, ConnConfig{}, ConnConfig{})
+	for _, n := range []int{0, 1, 4095, 4096, 65536 + 1, 1 << 20, 16 << 20} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			for _, dir := range []struct {
+				name     string
+				src, dst *end
+			}{{"initiator->responder", ini, resp}, {"responder->initiator", resp, ini}} {
+				src, dst := dir.src, dir.dst
+				// Send
+				fill(src.buf[:n], 1)
+				if err := dst.qp.PostRecv(&RecvWR{ID: 7, SGL: []SGE{dst.sge(0, n+10)}}); err != nil {
+					t.Fatal(err)
+				}
+				if err := src.qp.PostSend(&SendWR{ID: 1, Op: OpSend, SGL: []SGE{src.sge(0, n)}}); err != nil {
+					t.Fatal(err)
+				}
+				src.expect(src.scq, 1, WCSend, StatusSuccess, uint32(n))
+				dst.expect(dst.rcq, 7, WCRecv, StatusSuccess, uint32(n))
+				if !bytes.Equal(dst.buf[:n], src.buf[:n]) {
+					t.Fatalf("%s: Send of %d octets: data differs", dir.name, n)
+				}
+				// RDMA Write
+				fill(src.buf[:n], 2)
+				if err := src.qp.PostSend(&SendWR{ID: 2, Op: OpWrite, SGL: []SGE{src.sge(0, n)},
+					RemoteSTag: dst.mr.STag(), RemoteTO: dst.mr.BaseTO() + 16}); err != nil {
+					t.Fatal(err)
+				}
+				src.expect(src.scq, 2, WCWrite, StatusSuccess, uint32(n))
+				// RDMA Read it back into another part of src's buffer.
+				if err := src.qp.PostSend(&SendWR{ID: 3, Op: OpRead, SGL: []SGE{src.sge(testBuf/2, n)},
+					RemoteSTag: dst.mr.STag(), RemoteTO: dst.mr.BaseTO() + 16}); err != nil {
+					t.Fatal(err)
+				}
+				src.expect(src.scq, 3, WCRead, StatusSuccess, uint32(n))
+				if !bytes.Equal(dst.buf[16:16+n], src.buf[:n]) {
+					t.Fatalf("%s: RDMA Write of %d octets: data differs", dir.name, n)
+				}
+				if !bytes.Equal(src.buf[testBuf/2:testBuf/2+n], src.buf[:n]) {
+					t.Fatalf("%s: RDMA Read of %d octets: data differs", dir.name, n)
+				}
+			}
+		})
+	}
+}
+
+// exchange runs a Send, an RDMA Write and an RDMA Read of n octets in both
+// directions and checks every octet.
+func exchange(t *testing.T, ini, resp *end, n int) {
+	t.Helper()
+	for _, dir := range [][2]*end{{ini, resp}, {resp, ini}} {
+		src, dst := dir[0], dir[1]
+		fill(src.buf[:n], byte(n))
+		if err := dst.qp.PostRecv(&RecvWR{ID: 7, SGL: []SGE{dst.sge(0, n)}}); err != nil {
+			t.Fatalf("%v (%v; peer: %v)", err, dst.qp.Err(), src.qp.Err())
+		}
+		if err := src.qp.PostSend(&SendWR{ID: 1, Op: OpSend, SGL: []SGE{src.sge(0, n)}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := src.qp.PostSend(&SendWR{ID: 2, Op: OpWrite, SGL: []SGE{src.sge(0, n)},
+			RemoteSTag: dst.mr.STag(), RemoteTO: dst.mr.BaseTO() + 1<<20 + 3}); err != nil {
+			t.Fatal(err)
+		}
+		if err := src.qp.PostSend(&SendWR{ID: 3, Op: OpRead, SGL: []SGE{src.sge(2<<20, n)},
+			RemoteSTag: dst.mr.STag(), RemoteTO: dst.mr.BaseTO() + 1<<20 + 3}); err != nil {
+			t.Fatal(err)
+		}
+		src.expect(src.scq, 1, WCSend, StatusSuccess, uint32(n))
+		src.expect(src.scq, 2, WCWrite, StatusSuccess, uint32(n))
+		src.expect(src.scq, 3, WCRead, StatusSuccess, uint32(n))
+		dst.expect(dst.rcq, 7, WCRecv, StatusSuccess, uint32(n))
+		if !bytes.Equal(dst.buf[:n], src.buf[:n]) || !bytes.Equal(dst.buf[1<<20+3:1<<20+3+n], src.buf[:n]) ||
+			!bytes.Equal(src.buf[2<<20:2<<20+n], src.buf[:n]) {
+			t.Fatalf("%d octets: data differs", n)
+		}
+	}
+}
+
+// Every combination of Markers per direction and CRC preference, over both
+// MPA revisions, with a small EMSS so that messages span many FPDUs and
+// Markers fall everywhere.
+func TestMPAModes(t *testing.T) {
+	for _, rev := range [][2]uint8{{1, 1}, {2, 2}, {1, 2}, {2, 1}} {
+		for mode := range 16 {
+			mi, mr, ci, cr := mode&1 != 0, mode&2 != 0, mode&4 != 0, mode&8 != 0
+			name := fmt.Sprintf("rev%d-%d/markers-i%v-r%v/nocrc-i%v-r%v", rev[0], rev[1], mi, mr, ci, cr)
+			t.Run(name, func(t *testing.T) {
+				icfg := ConnConfig{EMSS: 1460}
+				icfg.MPA.Revision, icfg.MPA.Markers, icfg.MPA.NoCRC = rev[0], mi, ci
+				rcfg := ConnConfig{EMSS: 1448}
+				rcfg.MPA.Revision, rcfg.MPA.Markers, rcfg.MPA.NoCRC = rev[1], mr, cr
+				ini, resp := connect(t, icfg, rcfg)
+				if got, want := ini.qp.conn.neg.CRC, !(ci && cr); got != want || resp.qp.conn.neg.CRC != want {
+					t.Fatalf("CRC in use %v, want %v", got, want)
+				}
+				if ini.qp.conn.neg.TxMarkers != mr || resp.qp.conn.neg.TxMarkers != mi {
+					t.Fatalf("Markers: initiator sends %v, responder sends %v", ini.qp.conn.neg.TxMarkers, resp.qp.conn.neg.TxMarkers)
+				}
+				for _, n := range []int{0, 1, 1442, 1443, 100000} {
+					exchange(t, ini, resp, n)
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,627 @@
+package iwarp
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/ddpstore/ddpstore/iwarp/ddp"
+	"github.com/ddpstore/ddpstore/iwarp/mem"
+	"github.com/ddpstore/ddpstore/iwarp/mpa"
+	"github.com/ddpstore/ddpstore/iwarp/rdmap"
+)
+
+// Receive buffering: headers and small payloads are staged; a payload
+// remainder of at least directMin octets is read straight into its
+// destination.
+const (
+	stagingSize = 64 << 10
+	directMin   = 512
+	// maxCtlPayload bounds the untagged control payloads (Read Request,
+	// Terminate) collected with their header.
+	maxCtlPayload = rdmap.MaxTerminateLen
+)
+
+// segKind is what the segment being received is.
+type segKind uint8
+
+const (
+	segWrite segKind = iota
+	segReadResp
+	segSend
+	segReadReq
+	segTerminate
+	segRTR // a zero-length Send RTR (RFC 6581), consumed by the engine
+)
+
+// rx is the receiver's state; only the receiver goroutine touches it.
+type rx struct {
+	c  *conn
+	q  *QP
+	rd *mem.Reader
+	d  *mpa.Deframer
+
+	stage  []byte
+	sb, se int // staged octets not yet given to the Deframer
+	plan   [][]byte
+	bufs   [][]byte
+
+	// The segment being received.
+	hdr     [ddp.UntaggedHeaderLen + maxCtlPayload]byte
+	hdrN    int
+	need    int // header octets to collect (1 until the T bit is known)
+	ulen    int
+	payload int // ULP payload octets beyond the collected header
+	placed  int // payload octets placed so far
+	kind    segKind
+	dst     []byte // where the next payload octets go
+	section bool   // rd is inside a critical section
+	slot    uint32 // receive-queue offset of a Send's receive (from head)
+	sge     int    // SGE of that receive being filled
+	sgeOff  uint32 // offset within it
+	resp    inRead // a validated Read Request, queued at the FPDU's end
+
+	// Receive-queue and Read Request sequencing.
+	recvMSN uint32       // MSN of the receive at the head of the queue
+	rdone   []recvResult // completed receives awaiting in-order delivery
+	rrMSN   uint32       // next expected Read Request MSN
+	gotAny  bool
+}
+
+// recvResult is a completed receive awaiting delivery.
+type recvResult struct {
+	done      bool
+	length    uint32
+	inv       mem.STag
+	solicited bool
+}
+
+// protoError is a protocol violation by the peer, reported in a Terminate.
+type protoError struct {
+	err   rdmap.Error
+	cause error
+}
+
+func (e *protoError) Error() string {
+	if e.cause != nil {
+		return fmt.Sprintf("iwarp: peer violated the protocol: %v (%v)", e.err, e.cause)
+	}
+	return fmt.Sprintf("iwarp: peer violated the protocol: %v", e.err)
+}
+
+// TerminateError is why a QP left Full Operation through a Terminate
+// message: one this end sent (Remote false) after detecting an error in
+// what the peer sent, or one the peer sent (Remote true).
+type TerminateError struct {
+	Remote bool
+	Err    rdmap.Error
+	Cause  error // for a Terminate this end sent, what it detected
+}
+
+func (e *TerminateError) Error() string {
+	if e.Remote {
+		return fmt.Sprintf("iwarp: peer sent Terminate: %v", e.Err)
+	}
+	if e.Cause != nil {
+		return fmt.Sprintf("iwarp: sent Terminate: %v: %v", e.Err, e.Cause)
+	}
+	return fmt.Sprintf("iwarp: sent Terminate: %v", e.Err)
+}
+
+func (e *TerminateError) Unwrap() error { return e.Cause }
+
+func (c *conn) rxLoop() {
+	q := c.qp
+	r := &rx{
+		c: c, q: q, rd: q.dev.mem.NewReader(),
+		d:       mpa.NewDeframer(0, c.neg.RxMarkers, c.neg.CRC),
+		stage:   make([]byte, stagingSize),
+		plan:    make([][]byte, 0, 140),
+		bufs:    make([][]byte, 0, 141),
+		rdone:   make([]recvResult, len(q.rq.slots)),
+		recvMSN: 1, rrMSN: 1,
+	}
+	defer r.rd.Close()
+	err := r.run()
+	if r.section {
+		r.rd.Exit()
+	}
+	select {
+	case <-c.stop:
+		return // stopped from elsewhere: that reason stands
+	default:
+	}
+	var pe *protoError
+	switch {
+	case err == nil: // graceful close by the peer: finish ours
+		c.graceful.Store(true)
+		c.wake()
+	case errors.As(err, &pe):
+		r.terminate(pe)
+	default:
+		q.fail(err)
+	}
+}
+
+// terminate leaves a Terminate for the sender and stops the engine.
+func (r *rx) terminate(pe *protoError) {
+	var hdr ddp.Header
+	var rr rdmap.ReadRequest
+	if r.hdrN >= ddp.TaggedHeaderLen {
+		if h, _, err := ddp.Parse(r.hdr[:r.hdrN]); err == nil {
+			hdr = h
+			if !h.Tagged() && h.QN() == rdmap.QNReadRequest && r.hdrN >= ddp.UntaggedHeaderLen+rdmap.ReadRequestLen {
+				rr = rdmap.ReadRequest(r.hdr[ddp.UntaggedHeaderLen : ddp.UntaggedHeaderLen+rdmap.ReadRequestLen])
+			}
+		}
+	}
+	f := rdmap.NewTerminate(pe.err, hdr, uint16(r.ulen), rr)
+	b := make([]byte, rdmap.MaxTerminateLen)
+	if n, err := f.Encode(b); err == nil {
+		r.c.termHdr.Store(&termInfo{err: pe.err, b: b[:n]})
+	}
+	r.q.state.Store(uint32(StateTerminate))
+	r.q.fail(&TerminateError{Err: pe.err, Cause: pe.cause})
+}
+
+// run receives until the stream ends (nil for a close between FPDUs) or an
+// error.
+func (r *rx) run() error {
+	for {
+		if r.sb == r.se {
+			n, err := r.c.s.readv(append(r.bufs[:0], r.stage))
+			if err != nil {
+				return r.readErr(err)
+			}
+			r.sb, r.se = 0, n
+		}
+		ev, data, n, err := r.d.Next(r.stage[r.sb:r.se])
+		r.sb += n
+		switch ev {
+		case mpa.ULPDUStart:
+			r.startSegment()
+		case mpa.ULPDUData:
+			if err := r.data(data); err != nil {
+				return err
+			}
+			if r.d.Remaining() >= directMin && r.sb == r.se && r.hdrN == r.need && r.dst != nil {
+				if err := r.direct(); err != nil {
+					return err
+				}
+			}
+		case mpa.FPDUEnd:
+			if err != nil {
+				return &protoError{err: rdmap.FromMPA(uint8(mpa.CodeOf(err))), cause: err}
+			}
+			if err := r.endSegment(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// readErr classifies the end of reading: nil for the peer's FIN between
+// FPDUs (a graceful close), MPA error 1 otherwise.
+func (r *rx) readErr(err error) error {
+	if errors.Is(err, io.EOF) && r.d.AtBoundary() {
+		return nil
+	}
+	return fmt.Errorf("%w: %v", r.d.EndOfStream(), err)
+}
+
+// startSegment begins a new FPDU's ULPDU: a DDP Segment.
+func (r *rx) startSegment() {
+	r.ulen, r.hdrN, r.need, r.placed, r.dst = r.d.ULPDULen(), 0, 1, 0, nil
+}
+
+// data takes ULPDU octets: the header first, then payload into place.
+func (r *rx) data(b []byte) error {
+	for len(b) > 0 {
+		if r.hdrN < r.need {
+			k := copy(r.hdr[r.hdrN:r.need], b)
+			r.hdrN += k
+			b = b[k:]
+			if r.hdrN == r.need {
+				if err := r.headerProgress(); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if r.dst == nil {
+			return &protoError{err: rdmap.ErrLocalCatastrophic, cause: errors.New("payload with no destination")}
+		}
+		k := copy(r.dst, b)
+		r.dst, b = r.dst[k:], b[k:]
+		r.placed += k
+		if len(r.dst) == 0 && r.placed < r.payload {
+			if err := r.nextDst(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// headerProgress decides how much header there is once its first octets
+// are in, and begins the segment when all of it is.
+func (r *rx) headerProgress() error {
+	switch {
+	case r.need == 1: // the DDP Control Field: T says the header's length
+		r.need = ddp.Control(r.hdr[0]).HeaderLen()
+		if r.ulen < r.need {
+			return &protoError{err: rdmap.FromDDP(ddp.ErrLocalCatastrophic),
+				cause: fmt.Errorf("DDP Segment of %d octets is shorter than its %d-octet header", r.ulen, r.need)}
+		}
+		return nil
+	case r.need == ddp.UntaggedHeaderLen && !ddp.Control(r.hdr[0]).Tagged():
+		// Read Request and Terminate carry their whole payload with the
+		// header; their QN says which.
+		if qn := ddp.Header(r.hdr[:r.need]).QN(); qn == rdmap.QNReadRequest || qn == rdmap.QNTerminate {
+			extra := r.ulen - ddp.UntaggedHeaderLen
+			if extra > maxCtlPayload {
+				return &protoError{err: rdmap.FromDDP(ddp.ErrMessageTooLong),
+					cause: fmt.Errorf("%d-octet payload on queue %d", extra, qn)}
+			}
+			if extra > 0 {
+				r.need += extra
+				return nil
+			}
+		}
+	}
+	return r.beginSegment()
+}
+
+// beginSegment validates a complete header (RFC 5041 7.1, RFC 5040 7) and
+// finds where the payload goes, before anything is placed.
+func (r *rx) beginSegment() error {
+	h := ddp.Header(r.hdr[:ddp.Control(r.hdr[0]).HeaderLen()])
+	if err := rdmap.ValidateHeader(h); err != nil {
+		return &protoError{err: rdmap.ErrorOf(err), cause: err}
+	}
+	r.payload = r.ulen - r.hdrN
+	op := rdmap.ControlOf(h).Opcode()
+	switch op {
+	case rdmap.OpWrite:
+		r.kind = segWrite
+		return r.placeTagged(h, h.TO())
+	case rdmap.OpReadResponse:
+		r.kind = segReadResp
+		c := r.c
+		if c.readHead.Load() == c.readTl.Load() {
+			return &protoError{err: rdmap.ErrUnexpectedOpcode, cause: errors.New("RDMA Read Response with no RDMA Read outstanding")}
+		}
+		o := &c.reads[c.readHead.Load()%uint32(len(c.reads))]
+		if r.payload == 0 {
+			return nil
+		}
+		if h.STag() != uint32(o.sink) || h.TO() != o.sinkTO+uint64(o.received) || uint64(o.received)+uint64(r.payload) > uint64(o.size) {
+			return &protoError{err: rdmap.FromDDP(ddp.ErrBaseBounds),
+				cause: fmt.Errorf("RDMA Read Response for STag %#x TO %#x (%d octets) does not continue the Read of %d octets into STag %#x at TO %#x",
+					h.STag(), h.TO(), r.payload, o.size, uint32(o.sink), o.sinkTO+uint64(o.received))}
+		}
+		return r.placeTagged(h, h.TO())
+	case rdmap.OpReadRequest:
+		r.kind = segReadReq
+		return r.readRequest(h)
+	case rdmap.OpTerminate:
+		r.kind = segTerminate
+		return nil
+	default:
+		r.kind = segSend
+		return r.placeSend(h, op)
+	}
+}
+
+// placeTagged checks a tagged segment's STag and range and holds its
+// destination.
+func (r *rx) placeTagged(h ddp.Header, to uint64) error {
+	if r.payload == 0 {
+		return nil // "The STag and TO fields MUST NOT be checked for a zero-length Tagged DDP Message"
+	}
+	r.enter()
+	b, f := r.rd.Check(mem.STag(h.STag()), r.q.pd, to, uint64(r.payload), mem.RemoteWrite)
+	if f != mem.FaultNone {
+		return &protoError{err: taggedError(f), cause: fmt.Errorf("STag %#x TO %#x length %d: %v", h.STag(), to, r.payload, f)}
+	}
+	r.dst = b
+	return nil
+}
+
+func (r *rx) enter() {
+	if !r.section {
+		r.rd.Enter()
+		r.section = true
+	}
+}
+
+// taggedError maps a placement fault to its RFC 5041 7.2 (or, for access
+// rights, RFC 5040) error.
+func taggedError(f mem.Fault) rdmap.Error {
+	switch f {
+	case mem.FaultNotAssociated:
+		return rdmap.FromDDP(ddp.ErrSTagNotAssociated)
+	case mem.FaultBaseBounds:
+		return rdmap.FromDDP(ddp.ErrBaseBounds)
+	case mem.FaultTOWrap:
+		return rdmap.FromDDP(ddp.ErrTOWrap)
+	case mem.FaultAccess:
+		return rdmap.ErrAccessRights
+	}
+	return rdmap.FromDDP(ddp.ErrInvalidSTag)
+}
+
+// sourceError maps an RDMA Read source fault to its RFC 5040 error.
+func sourceError(f mem.Fault) rdmap.Error {
+	switch f {
+	case mem.FaultNotAssociated:
+		return rdmap.ErrSTagNotAssociated
+	case mem.FaultBaseBounds:
+		return rdmap.ErrBaseBounds
+	case mem.FaultTOWrap:
+		return rdmap.ErrTOWrap
+	case mem.FaultAccess:
+		return rdmap.ErrAccessRights
+	}
+	return rdmap.ErrInvalidSTag
+}
+
+// placeSend validates a Send segment against the posted receives and finds
+// its place in the receive for its MSN.
+func (r *rx) placeSend(h ddp.Header, op rdmap.Opcode) error {
+	c := r.c
+	if !r.gotAny && c.neg.Role == mpa.Responder && c.neg.PeerToPeer && c.neg.RTR == mpa.RTRSend &&
+		r.payload == 0 && h.MSN() == r.recvMSN && h.MO() == 0 && h.Last() {
+		r.kind = segRTR
+		return nil
+	}
+	rq := &r.q.rq
+	head := rq.head.Load()
+	posted := rq.tail.Load() - head
+	k := h.MSN() - r.recvMSN
+	var bufLen uint32
+	if k < posted {
+		bufLen = rq.slots[(head+k)&rq.mask].length
+	}
+	if err := ddp.ValidateUntagged(h, uint32(r.payload), ddp.UntaggedQueue{
+		Valid: true, Posted: posted > 0, FirstMSN: r.recvMSN, LastMSN: r.recvMSN + posted - 1, BufLen: bufLen,
+	}); err != nil {
+		var de ddp.Error
+		errors.As(err, &de)
+		if de == ddp.ErrMessageTooLong || de == ddp.ErrInvalidMO {
+			r.failRecv(k, StatusLocalLength)
+		}
+		return &protoError{err: rdmap.ErrorOf(err), cause: fmt.Errorf("Send MSN %d MO %d length %d: %w", h.MSN(), h.MO(), r.payload, err)}
+	}
+	r.slot = k
+	if r.payload == 0 {
+		return nil
+	}
+	// Find the SGE holding MO.
+	w := &rq.slots[(head+k)&rq.mask]
+	off := h.MO()
+	r.sge = 0
+	for r.sge < int(w.nsge) && off >= w.sgl[r.sge].Len {
+		off -= w.sgl[r.sge].Len
+		r.sge++
+	}
+	r.sgeOff = off
+	return r.nextDst()
+}
+
+// nextDst holds the next piece of the current Send's receive buffer.
+func (r *rx) nextDst() error {
+	rq := &r.q.rq
+	w := &rq.slots[(rq.head.Load()+r.slot)&rq.mask]
+	for r.sge < int(w.nsge) && r.sgeOff == w.sgl[r.sge].Len {
+		r.sge++
+		r.sgeOff = 0
+	}
+	if r.sge == int(w.nsge) {
+		return &protoError{err: rdmap.FromDDP(ddp.ErrMessageTooLong)}
+	}
+	s := w.sgl[r.sge]
+	n := min(s.Len-r.sgeOff, uint32(r.payload-r.placed))
+	r.enter()
+	b, f := r.rd.Check(s.STag, r.q.pd, s.TO+uint64(r.sgeOff), uint64(n), mem.LocalWrite)
+	if f != mem.FaultNone {
+		// Our own receive buffer is bad: a local error, not the peer's.
+		r.failRecv(r.slot, StatusLocalProtection)
+		return fmt.Errorf("iwarp: receive %d: SGE %d: %v", w.id, r.sge, f)
+	}
+	r.sgeOff += n
+	r.dst = b
+	return nil
+}
+
+// failRecv records a failed status for the receive at offset k from head.
+func (r *rx) failRecv(k uint32, st Status) {
+	rq := &r.q.rq
+	if k < rq.tail.Load()-rq.head.Load() {
+		h := rq.head.Load() + k
+		r.q.pushRecv(WC{WRID: rq.slots[h&rq.mask].id, Status: st, Op: WCRecv})
+		// The QP is about to fail; the flush must not report it again.
+		rq.slots[h&rq.mask].id = rq.slots[h&rq.mask].id | 0
+	}
+}
+
+// readRequest validates an RDMA Read Request (RFC 5040 4.4, 7) before it is
+// queued for the sender at the FPDU's end.
+func (r *rx) readRequest(h ddp.Header) error {
+	c := r.c
+	rrb := r.hdr[ddp.UntaggedHeaderLen:r.hdrN]
+	rr, err := rdmap.ParseReadRequest(rrb)
+	if err != nil {
+		return &protoError{err: rdmap.ErrorOf(err), cause: err}
+	}
+	// The IRD is the number of Read Request "buffers" (RFC 5040 5.4,
+	// RFC 6581): one beyond it has no buffer for its MSN.
+	free := uint32(len(c.resps)) - (c.respTl.Load() - c.respHead.Load())
+	if err := ddp.ValidateUntagged(h, uint32(len(rrb)), ddp.UntaggedQueue{
+		Valid: true, Posted: len(c.resps) > 0, FirstMSN: r.rrMSN, LastMSN: r.rrMSN + free - 1, BufLen: rdmap.ReadRequestLen,
+	}); err != nil || free == 0 {
+		if err == nil {
+			err = ddp.ErrMSNRange
+		}
+		return &protoError{err: rdmap.ErrorOf(err), cause: fmt.Errorf("RDMA Read Request MSN %d beyond IRD %d: %w", h.MSN(), len(c.resps), err)}
+	}
+	r.resp = inRead{sink: rr.SinkSTag(), sinkTO: rr.SinkTO(), src: mem.STag(rr.SrcSTag()), srcTO: rr.SrcTO(), size: rr.Size()}
+	if rr.Size() == 0 {
+		return nil // "MUST NOT validate the Data Source STag and Data Source Tagged Offset"
+	}
+	r.enter()
+	_, f := r.rd.Check(r.resp.src, r.q.pd, r.resp.srcTO, uint64(r.resp.size), mem.RemoteRead)
+	if f != mem.FaultNone {
+		return &protoError{err: sourceError(f), cause: fmt.Errorf("RDMA Read source STag %#x TO %#x length %d: %v", rr.SrcSTag(), rr.SrcTO(), rr.Size(), f)}
+	}
+	return nil
+}
+
+// direct reads the rest of the current payload piece straight from the
+// socket into its destination, with the staging buffer after it for what
+// follows.
+func (r *rx) direct() error {
+	target := r.dst[:min(len(r.dst), r.d.Remaining())]
+	r.plan = r.d.PlanDirect(r.plan[:0], target)
+	want := 0
+	for _, p := range r.plan {
+		want += len(p)
+	}
+	cur := r.plan
+	staged := 0
+	for want > 0 {
+		r.bufs = append(append(r.bufs[:0], cur...), r.stage)
+		n, err := r.c.s.readv(r.bufs)
+		if err != nil {
+			return r.readErr(err)
+		}
+		if n >= want {
+			staged, want = n-want, 0
+			break
+		}
+		cur = advance(cur, n)
+		want -= n
+	}
+	if err := r.d.CommitDirect(target); err != nil {
+		return &protoError{err: rdmap.FromMPA(uint8(mpa.CodeOf(err))), cause: err}
+	}
+	r.dst = r.dst[len(target):]
+	r.placed += len(target)
+	r.sb, r.se = 0, staged
+	if len(r.dst) == 0 && r.placed < r.payload {
+		return r.nextDst()
+	}
+	return nil
+}
+
+// endSegment acts on a segment whose FPDU arrived whole with a good CRC.
+func (r *rx) endSegment() error {
+	if r.section {
+		r.rd.Exit()
+		r.section = false
+	}
+	if r.hdrN < r.need {
+		return &protoError{err: rdmap.FromDDP(ddp.ErrLocalCatastrophic), cause: errors.New("FPDU ended inside the DDP header")}
+	}
+	c := r.c
+	h := ddp.Header(r.hdr[:ddp.Control(r.hdr[0]).HeaderLen()])
+	r.gotAny = true
+	c.markFirstRx()
+	switch r.kind {
+	case segReadResp:
+		o := &c.reads[c.readHead.Load()%uint32(len(c.reads))]
+		o.received += uint32(r.payload)
+		if h.Last() {
+			if o.received != o.size {
+				return &protoError{err: rdmap.ErrOperationUnspecified,
+					cause: fmt.Errorf("RDMA Read Response of %d octets for a Read of %d", o.received, o.size)}
+			}
+			if !o.rtr {
+				r.q.completeInflight(o.wr, StatusSuccess)
+			}
+			c.readHead.Add(1)
+			c.wake() // an ORD slot is free
+		}
+	case segSend:
+		if h.Last() {
+			st := &r.rdone[(r.q.rq.head.Load()+r.slot)&r.q.rq.mask]
+			st.done, st.length = true, h.MO()+uint32(r.payload)
+			op := rdmap.ControlOf(h).Opcode()
+			st.solicited = op.SolicitedEvent()
+			st.inv = 0
+			if op.Invalidates() {
+				stag := mem.STag(rdmap.InvalidateSTag(h))
+				if f := r.q.dev.mem.RemoteInvalidate(stag, r.q.pd); f != mem.FaultNone {
+					return &protoError{err: invalidateError(f), cause: fmt.Errorf("Send with Invalidate of STag %#x: %v", uint32(stag), f)}
+				}
+				st.inv = stag
+			}
+			r.deliverRecvs()
+		}
+	case segRTR:
+		r.recvMSN++
+	case segReadReq:
+		tl := c.respTl.Load()
+		c.resps[tl%uint32(len(c.resps))] = r.resp
+		c.respTl.Store(tl + 1)
+		r.rrMSN++
+		c.wake()
+	case segTerminate:
+		t, err := rdmap.ParseTerminate(r.hdr[ddp.UntaggedHeaderLen:r.hdrN])
+		if err != nil {
+			return &protoError{err: rdmap.ErrorOf(err), cause: err}
+		}
+		r.peerTerminate(t)
+		return errPeerTerminate
+	}
+	return nil
+}
+
+// errPeerTerminate ends the receiver after the peer's Terminate (the QP has
+// already failed with the peer's reason).
+var errPeerTerminate = errors.New("iwarp: peer terminated the stream")
+
+// peerTerminate records the peer's Terminate as the QP's error, and fails
+// the RDMA Read it names, if any.
+func (r *rx) peerTerminate(t rdmap.Terminate) {
+	c := r.c
+	e := t.Err()
+	if d := t.DDPHeader(); d != nil && !d.Tagged() && d.QN() == rdmap.QNReadRequest && c.readHead.Load() != c.readTl.Load() {
+		o := &c.reads[c.readHead.Load()%uint32(len(c.reads))]
+		if !o.rtr {
+			st := StatusRemoteOperation
+			if e.Layer == rdmap.LayerRDMAP && e.Type == rdmap.TypeRemoteProtection || e.Layer == rdmap.LayerDDP && e.Type == rdmap.ErrorType(ddp.TypeTagged) {
+				st = StatusRemoteAccess
+			}
+			r.q.completeInflight(o.wr, st)
+		}
+	}
+	r.q.fail(&TerminateError{Remote: true, Err: e})
+}
+
+// invalidateError maps a failed remote invalidation to its RFC 5040 error.
+func invalidateError(f mem.Fault) rdmap.Error {
+	if f == mem.FaultCannotInvalidate {
+		return rdmap.ErrOperationCannotInvalidate
+	}
+	return rdmap.ErrProtectionCannotInvalidate
+}
+
+// deliverRecvs completes, in MSN order, every receive whose message is in.
+func (r *rx) deliverRecvs() {
+	rq := &r.q.rq
+	for {
+		h := rq.head.Load()
+		if h == rq.tail.Load() {
+			return
+		}
+		st := &r.rdone[h&rq.mask]
+		if !st.done {
+			return
+		}
+		r.q.pushRecv(WC{WRID: rq.slots[h&rq.mask].id, Op: WCRecv, ByteLen: st.length, Invalidated: st.inv, Solicited: st.solicited})
+		*st = recvResult{}
+		rq.head.Store(h + 1)
+		r.recvMSN++
+	}
+}

@@ -1,0 +1,186 @@
+package iwarp
+
+import (
+	"errors"
+	"io"
+	"net"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// maxIOV is the most iovecs one readv or writev takes (Linux IOV_MAX).
+const maxIOV = 1024
+
+// sock does readv and writev on a TCP connection through Go's poller,
+// without allocating: the iovec arrays and the callbacks are made once.
+// One goroutine reads and one writes; neither method is safe for more.
+type sock struct {
+	tc *net.TCPConn
+	rc syscall.RawConn
+
+	rbufs [][]byte
+	riov  []unix.Iovec
+	rn    int
+	rerr  error
+	rfn   func(fd uintptr) bool
+
+	wbufs [][]byte
+	wiov  []unix.Iovec
+	werr  error
+	wfn   func(fd uintptr) bool
+}
+
+func newSock(tc *net.TCPConn) (*sock, error) {
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	s := &sock{tc: tc, rc: rc, riov: make([]unix.Iovec, 0, maxIOV), wiov: make([]unix.Iovec, 0, maxIOV)}
+	s.rfn = s.doRead
+	s.wfn = s.doWrite
+	return s, nil
+}
+
+// fillIOV sets iov to describe bufs (empty ones skipped), at most maxIOV.
+func fillIOV(iov []unix.Iovec, bufs [][]byte) []unix.Iovec {
+	iov = iov[:0]
+	for _, b := range bufs {
+		if len(b) == 0 {
+			continue
+		}
+		if len(iov) == maxIOV {
+			break
+		}
+		v := unix.Iovec{Base: unsafe.SliceData(b)}
+		v.SetLen(len(b))
+		iov = append(iov, v)
+	}
+	return iov
+}
+
+// readv reads into bufs in order and returns how many octets arrived: at
+// least one, or an error (io.EOF when the peer closed its half).
+func (s *sock) readv(bufs [][]byte) (int, error) {
+	s.rbufs = bufs
+	s.riov = fillIOV(s.riov, bufs)
+	if len(s.riov) == 0 {
+		return 0, nil
+	}
+	s.rn, s.rerr = 0, nil
+	if err := s.rc.Read(s.rfn); err != nil {
+		return 0, err
+	}
+	return s.rn, s.rerr
+}
+
+func (s *sock) doRead(fd uintptr) bool {
+	n, _, e := unix.Syscall(unix.SYS_READV, fd, uintptr(unsafe.Pointer(&s.riov[0])), uintptr(len(s.riov)))
+	switch {
+	case e == unix.EAGAIN:
+		return false
+	case e == unix.EINTR:
+		return s.doRead(fd)
+	case e != 0:
+		s.rerr = &net.OpError{Op: "readv", Net: "tcp", Err: e}
+	case n == 0:
+		s.rerr = io.EOF
+	default:
+		s.rn = int(n)
+	}
+	return true
+}
+
+// readFull reads until every octet of bufs is filled.
+func (s *sock) readFull(bufs [][]byte) error {
+	for {
+		n, err := s.readv(bufs)
+		if err != nil {
+			return err
+		}
+		bufs = advance(bufs, n)
+		if len(bufs) == 0 {
+			return nil
+		}
+	}
+}
+
+// writev writes every octet of bufs, in as few system calls as it can. bufs
+// is consumed (its slices are advanced in place).
+func (s *sock) writev(bufs [][]byte) error {
+	for len(bufs) > 0 {
+		s.wbufs = bufs
+		s.wiov = fillIOV(s.wiov, bufs)
+		if len(s.wiov) == 0 {
+			return nil
+		}
+		s.werr = nil
+		if err := s.rc.Write(s.wfn); err != nil {
+			return err
+		}
+		if s.werr != nil {
+			return s.werr
+		}
+		bufs = s.wbufs // what lay beyond the first maxIOV iovecs
+	}
+	return nil
+}
+
+// doWrite writes as much of s.wiov as the socket takes, advancing s.wbufs,
+// and asks the poller to wait when the socket is full.
+func (s *sock) doWrite(fd uintptr) bool {
+	for len(s.wiov) > 0 {
+		n, _, e := unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&s.wiov[0])), uintptr(len(s.wiov)))
+		switch {
+		case e == unix.EAGAIN:
+			return false
+		case e == unix.EINTR:
+			continue
+		case e != 0:
+			s.werr = &net.OpError{Op: "writev", Net: "tcp", Err: e}
+			return true
+		}
+		s.wbufs = advance(s.wbufs, int(n))
+		s.wiov = advanceIOV(s.wiov, int(n))
+	}
+	return true
+}
+
+// advance drops the first n octets of bufs.
+func advance(bufs [][]byte, n int) [][]byte {
+	for len(bufs) > 0 && n >= len(bufs[0]) {
+		n -= len(bufs[0])
+		bufs = bufs[1:]
+	}
+	if len(bufs) > 0 {
+		bufs[0] = bufs[0][n:]
+	}
+	for len(bufs) > 0 && len(bufs[0]) == 0 {
+		bufs = bufs[1:]
+	}
+	return bufs
+}
+
+// advanceIOV drops the first n octets of iov.
+func advanceIOV(iov []unix.Iovec, n int) []unix.Iovec {
+	for len(iov) > 0 && uint64(n) >= iov[0].Len {
+		n -= int(iov[0].Len)
+		iov = iov[1:]
+	}
+	if len(iov) > 0 && n > 0 {
+		iov[0].Base = (*byte)(unsafe.Add(unsafe.Pointer(iov[0].Base), n))
+		iov[0].Len -= uint64(n)
+	}
+	return iov
+}
+
+// emss reads the connection's current effective MSS (TCP_MAXSEG).
+func (s *sock) emss() (int, error) {
+	var mss int
+	var serr error
+	err := s.rc.Control(func(fd uintptr) {
+		mss, serr = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_MAXSEG)
+	})
+	return mss, errors.Join(err, serr)
+}

@@ -1,0 +1,367 @@
+package iwarp
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/ddpstore/ddpstore/iwarp/ddp"
+	"github.com/ddpstore/ddpstore/iwarp/mem"
+	"github.com/ddpstore/ddpstore/iwarp/mpa"
+	"github.com/ddpstore/ddpstore/iwarp/rdmap"
+)
+
+// Transmit batching: a writev carries FPDUs of many messages until it holds
+// this much payload or this many iovecs.
+const (
+	batchBytes   = 1 << 20
+	batchIOV     = maxIOV
+	emssInterval = 256 // batches between re-reads of TCP_MAXSEG
+)
+
+// tx is the sender's state; only the sender goroutine touches it.
+type tx struct {
+	c      *conn
+	q      *QP
+	rd     *mem.Reader
+	framer *mpa.Framer
+	iov    [][]byte
+	emss   int
+	mulpdu int
+	msn    [3]uint32 // next MSN per untagged queue (Send, Read Request, Terminate)
+
+	pending    *sendWQE // a taken Read waiting for an ORD slot
+	pendingIdx int
+	hdr        [ddp.UntaggedHeaderLen + rdmap.MaxTerminateLen]byte
+	pieces     [MaxSGE][]byte // the current message's payload
+	sub        [MaxSGE][]byte // one segment's share of it
+	done       []int          // inflight records this batch completes
+	resps      int            // Read Responses this batch sends
+	bytes      int
+	batches    int
+	broken     bool // a writev failed part way: the stream is unusable
+}
+
+func (c *conn) txLoop() {
+	q := c.qp
+	t := &tx{
+		c: c, q: q, rd: q.dev.mem.NewReader(),
+		framer: mpa.NewFramer(0, c.neg.TxMarkers, c.neg.CRC),
+		iov:    make([][]byte, 0, batchIOV+2*mpa.MaxULPDU/(mpa.MarkerInterval-mpa.MarkerSize)),
+		msn:    [3]uint32{1, 1, 1},
+		done:   make([]int, 0, 64),
+	}
+	defer t.rd.Close()
+	if err := t.refreshEMSS(); err != nil {
+		q.fail(err)
+		return
+	}
+	// RFC 5044 7.1.2 rule 4: the Responder sends nothing, not even a
+	// Marker, before it has received a valid FPDU.
+	if c.neg.Role == mpa.Responder {
+		select {
+		case <-c.firstRx:
+		case <-c.stop:
+			t.sendTerminate()
+			return
+		}
+	}
+	if c.neg.Role == mpa.Initiator && c.neg.PeerToPeer {
+		if err := t.sendRTR(); err != nil {
+			q.fail(err)
+			return
+		}
+	}
+	for {
+		select {
+		case <-c.stop:
+			t.sendTerminate()
+			return
+		default:
+		}
+		if !t.hasWork() {
+			if c.graceful.Load() && q.sq.Len() == 0 && t.pending == nil && c.readHead.Load() == c.readTl.Load() {
+				c.s.tc.CloseWrite() // RFC 5041 6.2.1: FIN after the last message
+				return
+			}
+			select {
+			case <-q.kick:
+			case <-c.stop:
+				t.sendTerminate()
+				return
+			}
+			continue
+		}
+		if err := t.batch(); err != nil {
+			q.fail(err)
+			// Let the receiver see the error too; the reaper flushes.
+			<-c.stop
+			t.sendTerminate()
+			return
+		}
+	}
+}
+
+// hasWork reports whether a batch would send anything.
+func (t *tx) hasWork() bool {
+	c := t.c
+	if c.respHead.Load() != c.respTl.Load() {
+		return true
+	}
+	if t.pending != nil {
+		return t.ordFree()
+	}
+	return t.q.sq.Len() > 0
+}
+
+func (t *tx) ordFree() bool {
+	c := t.c
+	return int(c.readTl.Load()-c.readHead.Load()) < len(c.reads)-1 && len(c.reads) > 1
+}
+
+// refreshEMSS reads the EMSS and derives the MULPDU (RFC 5044 4.5).
+func (t *tx) refreshEMSS() error {
+	emss := t.c.emss
+	if emss == 0 {
+		var err error
+		if emss, err = t.c.s.emss(); err != nil {
+			return fmt.Errorf("iwarp: reading TCP_MAXSEG: %w", err)
+		}
+	}
+	t.emss = max(emss, mpa.MinMULPDU+mpa.Overhead)
+	t.mulpdu = mpa.MULPDU(t.emss, t.c.neg.TxMarkers)
+	return nil
+}
+
+// maxULPDU returns the largest ULPDU of the next FPDU: one that ends the
+// current EMSS-sized stretch of the stream, so that FPDUs stay aligned with
+// TCP segments (RFC 5044 5.1, appendix A); or a full MULPDU when the room
+// left is under the 128-octet floor of 4.5.
+func (t *tx) maxULPDU() int {
+	room := t.emss - int(t.framer.Pos()%uint32(t.emss))
+	if u := t.framer.MaxULPDUIn(room); u >= mpa.MinMULPDU {
+		return u
+	}
+	return t.mulpdu
+}
+
+// batch frames as much queued work as fits one writev and writes it.
+func (t *tx) batch() error {
+	c, q := t.c, t.q
+	if t.batches%emssInterval == 0 {
+		if err := t.refreshEMSS(); err != nil {
+			return err
+		}
+	}
+	t.batches++
+	t.framer.Reset()
+	t.iov, t.done, t.resps, t.bytes = t.iov[:0], t.done[:0], 0, 0
+	t.rd.Enter()
+	var err error
+	for t.bytes < batchBytes && len(t.iov) < batchIOV && t.rd.Free() >= MaxSGE && err == nil {
+		// Read Responses first: the peer waits on them, and they free IRD.
+		if h := c.respHead.Load() + uint32(t.resps); h != c.respTl.Load() {
+			err = t.readResponse(&c.resps[h%uint32(len(c.resps))])
+			t.resps++
+			continue
+		}
+		if t.pending == nil {
+			w, ok := q.sq.Poll()
+			if !ok {
+				break
+			}
+			t.pending = &w
+			t.pendingIdx = q.takeInflight(&w)
+		}
+		if t.pending.op == OpRead && !t.ordFree() {
+			break // wait for a Read Response to free an ORD slot
+		}
+		w, idx := t.pending, t.pendingIdx
+		t.pending = nil
+		err = t.workRequest(w, idx)
+	}
+	if err == nil {
+		if err = t.c.s.writev(t.iov); err != nil {
+			t.broken = true
+		}
+	}
+	t.rd.Exit()
+	if err != nil {
+		return err
+	}
+	c.respHead.Add(uint32(t.resps))
+	for _, i := range t.done {
+		q.completeInflight(i, StatusSuccess)
+	}
+	return nil
+}
+
+// localFault is a send work request that named memory it may not use.
+type localFault struct {
+	wr    uint64
+	fault mem.Fault
+}
+
+func (e *localFault) Error() string {
+	return fmt.Sprintf("iwarp: work request %d: local protection error: %v", e.wr, e.fault)
+}
+
+// gather resolves a work request's SGL to slices of registered memory.
+func (t *tx) gather(w *sendWQE) (int, mem.Fault) {
+	for i := range int(w.nsge) {
+		s := w.sgl[i]
+		b, f := t.rd.Check(s.STag, t.q.pd, s.TO, uint64(s.Len), 0)
+		if f != mem.FaultNone {
+			return 0, f
+		}
+		t.pieces[i] = b
+	}
+	return int(w.nsge), mem.FaultNone
+}
+
+// workRequest frames one send work request.
+func (t *tx) workRequest(w *sendWQE, idx int) error {
+	n, f := t.gather(w)
+	if f == mem.FaultNone && w.op == OpRead {
+		f = t.q.dev.mem.CheckSTag(w.sgl[0].STag, t.q.pd, mem.RemoteWrite)
+	}
+	if f != mem.FaultNone {
+		t.q.completeInflight(idx, StatusLocalProtection)
+		return &localFault{w.id, f}
+	}
+	switch w.op {
+	case OpWrite:
+		t.tagged(rdmap.OpWrite, uint32(w.rstag), w.rto, n, w.length)
+		t.done = append(t.done, idx)
+	case OpRead:
+		var rr [rdmap.ReadRequestLen]byte
+		(rdmap.ReadRequestFields{SinkSTag: uint32(w.sgl[0].STag), SinkTO: w.sgl[0].TO, Size: w.length,
+			SrcSTag: uint32(w.rstag), SrcTO: w.rto}).Encode(rr[:])
+		c := t.c
+		tl := c.readTl.Load()
+		c.reads[tl%uint32(len(c.reads))] = outRead{sink: w.sgl[0].STag, sinkTO: w.sgl[0].TO, size: w.length, wr: idx}
+		c.readTl.Store(tl + 1)
+		t.untagged(rdmap.OpReadRequest, rdmap.QNReadRequest, 0, rr[:])
+	default:
+		op := [...]rdmap.Opcode{OpSend: rdmap.OpSend, OpSendSE: rdmap.OpSendSE,
+			OpSendInv: rdmap.OpSendInvalidate, OpSendSEInv: rdmap.OpSendSEInvalidate}[w.op]
+		t.sendMessage(op, uint32(w.inv), n, w.length)
+		t.done = append(t.done, idx)
+	}
+	return nil
+}
+
+// readResponse frames the RDMA Read Response to a validated Read Request.
+func (t *tx) readResponse(r *inRead) error {
+	n := 0
+	if r.size > 0 {
+		b, f := t.rd.Check(r.src, t.q.pd, r.srcTO, uint64(r.size), mem.RemoteRead)
+		if f != mem.FaultNone {
+			// Invalidated since the Request was validated.
+			return fmt.Errorf("iwarp: RDMA Read source STag %#x: %v", uint32(r.src), f)
+		}
+		t.pieces[0], n = b, 1
+	}
+	t.tagged(rdmap.OpReadResponse, r.sink, r.sinkTO, n, r.size)
+	return nil
+}
+
+// tagged frames a tagged message of total octets from t.pieces[:n].
+func (t *tx) tagged(op rdmap.Opcode, stag uint32, to uint64, n int, total uint32) {
+	f, _ := rdmap.TaggedFields(op, stag, to)
+	for off := uint32(0); ; {
+		seg := min(total-off, uint32(t.maxULPDU()-ddp.TaggedHeaderLen))
+		f.Last, f.TO = off+seg == total, to+uint64(off)
+		f.Encode(t.hdr[:])
+		t.frame(t.hdr[:ddp.TaggedHeaderLen], n, off, seg)
+		off += seg
+		if off == total {
+			return
+		}
+	}
+}
+
+// sendMessage frames a Send of total octets from t.pieces[:n].
+func (t *tx) sendMessage(op rdmap.Opcode, inv uint32, n int, total uint32) {
+	f, _ := rdmap.UntaggedFields(op, t.msn[rdmap.QNSend], inv)
+	t.msn[rdmap.QNSend]++
+	for off := uint32(0); ; {
+		seg := min(total-off, uint32(t.maxULPDU()-ddp.UntaggedHeaderLen))
+		f.Last, f.MO = off+seg == total, off
+		f.Encode(t.hdr[:])
+		t.frame(t.hdr[:ddp.UntaggedHeaderLen], n, off, seg)
+		off += seg
+		if off == total {
+			return
+		}
+	}
+}
+
+// untagged frames a single-segment untagged control message (Read Request,
+// Terminate) whose payload travels with the header.
+func (t *tx) untagged(op rdmap.Opcode, qn uint32, inv uint32, payload []byte) {
+	f, _ := rdmap.UntaggedFields(op, t.msn[qn], inv)
+	t.msn[qn]++
+	f.Last = true
+	f.Encode(t.hdr[:])
+	k := copy(t.hdr[ddp.UntaggedHeaderLen:], payload)
+	t.frame(t.hdr[:ddp.UntaggedHeaderLen+k], 0, 0, 0)
+}
+
+// frame appends one FPDU: hdr and octets [off, off+seg) of t.pieces[:n].
+func (t *tx) frame(hdr []byte, n int, off, seg uint32) {
+	k := 0
+	for i := 0; i < n && seg > 0; i++ {
+		p := t.pieces[i]
+		if off >= uint32(len(p)) {
+			off -= uint32(len(p))
+			continue
+		}
+		take := min(uint32(len(p))-off, seg)
+		t.sub[k] = p[off : off+take]
+		k++
+		seg -= take
+		off = 0
+	}
+	t.iov, _ = t.framer.AppendFPDUv(t.iov, hdr, t.sub[:k])
+	for i := range k {
+		t.bytes += len(t.sub[i])
+		t.sub[i] = nil
+	}
+}
+
+// sendRTR sends the revision-2 ready-to-receive message that opens a
+// peer-to-peer connection (RFC 6581): a zero-length Send, RDMA Write, or
+// RDMA Read Request.
+func (t *tx) sendRTR() error {
+	t.framer.Reset()
+	t.iov = t.iov[:0]
+	switch t.c.neg.RTR {
+	case mpa.RTRSend:
+		t.sendMessage(rdmap.OpSend, 0, 0, 0)
+	case mpa.RTRRead:
+		var rr [rdmap.ReadRequestLen]byte
+		(rdmap.ReadRequestFields{}).Encode(rr[:])
+		c := t.c
+		tl := c.readTl.Load()
+		c.reads[tl%uint32(len(c.reads))] = outRead{rtr: true}
+		c.readTl.Store(tl + 1)
+		t.untagged(rdmap.OpReadRequest, rdmap.QNReadRequest, 0, rr[:])
+	default:
+		t.tagged(rdmap.OpWrite, 0, 0, 0, 0)
+	}
+	return t.c.s.writev(t.iov)
+}
+
+// sendTerminate sends the Terminate the receiver left, if any, as the last
+// message of the stream, within a bounded time.
+func (t *tx) sendTerminate() {
+	ti := t.c.termHdr.Load()
+	if ti == nil || t.broken {
+		return // nothing to send, or a write broke off inside an FPDU
+	}
+	t.framer.Reset()
+	t.iov = t.iov[:0]
+	t.untagged(rdmap.OpTerminate, rdmap.QNTerminate, 0, ti.b)
+	t.c.s.tc.SetWriteDeadline(time.Now().Add(terminateGrace))
+	t.c.s.writev(t.iov) // best effort: the peer may be gone already
+}
