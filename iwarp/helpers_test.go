@@ -22,6 +22,7 @@ type end struct {
 	buf  []byte
 	wcs  [16]WC
 	name string
+	ctx  context.Context // bounds every wait of the test
 }
 
 const testBuf = 32 << 20
@@ -31,7 +32,9 @@ func newEnd(t testing.TB, name string, dev *Device) *end {
 	if dev == nil {
 		dev = NewDevice(0)
 	}
-	e := &end{t: t, dev: dev, pd: dev.AllocPD(), name: name}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	e := &end{t: t, dev: dev, pd: dev.AllocPD(), name: name, ctx: ctx}
 	var err error
 	if e.scq, err = dev.NewCQ(1024); err != nil {
 		t.Fatal(err)

@@ -17,6 +17,12 @@ import (
 const (
 	stagingSize = 64 << 10
 	directMin   = 512
+	// bigFPDU is the ULPDU size from which the receiver expects the next
+	// FPDU to be large too, and so reads ahead only a little past a direct
+	// read (the next FPDU's header), instead of staging (and copying) a
+	// large part of its payload.
+	bigFPDU   = 8 << 10
+	smallRead = 65536
 	// maxCtlPayload bounds the untagged control payloads (Read Request,
 	// Terminate) collected with their header.
 	maxCtlPayload = rdmap.MaxTerminateLen
@@ -60,6 +66,10 @@ type rx struct {
 	sge     int    // SGE of that receive being filled
 	sgeOff  uint32 // offset within it
 	resp    inRead // a validated Read Request, queued at the FPDU's end
+	// bad is the protocol error found in the current segment, reported at
+	// the FPDU's end once its CRC is known to be good; until then the rest
+	// of its ULPDU is dropped.
+	bad *protoError
 
 	// Receive-queue and Read Request sequencing.
 	recvMSN uint32       // MSN of the receive at the head of the queue
@@ -80,6 +90,11 @@ type recvResult struct {
 type protoError struct {
 	err   rdmap.Error
 	cause error
+	// recv, when set, is the receive (offset slot from the head) that the
+	// violation fails with status st, as the Terminate is sent.
+	recv bool
+	slot uint32
+	st   Status
 }
 
 func (e *protoError) Error() string {
@@ -133,7 +148,12 @@ func (c *conn) rxLoop() {
 	}
 	var pe *protoError
 	switch {
+	case err == nil && c.readHead.Load() != c.readTl.Load():
+		// The peer can no longer send the Read Responses: not graceful.
+		q.fail(fmt.Errorf("%w: the peer closed its half of the stream with %d RDMA Reads outstanding",
+			mpa.ErrLLPLost, c.readTl.Load()-c.readHead.Load()))
 	case err == nil: // graceful close by the peer: finish ours
+		q.state.CompareAndSwap(uint32(StateRTS), uint32(StateClosing))
 		c.graceful.Store(true)
 		c.wake()
 	case errors.As(err, &pe):
@@ -160,6 +180,9 @@ func (r *rx) terminate(pe *protoError) {
 	if n, err := f.Encode(b); err == nil {
 		r.c.termHdr.Store(&termInfo{err: pe.err, b: b[:n]})
 	}
+	if pe.recv {
+		r.failRecv(pe.slot, pe.st)
+	}
 	r.q.state.Store(uint32(StateTerminate))
 	r.q.fail(&TerminateError{Err: pe.err, Cause: pe.cause})
 }
@@ -169,7 +192,13 @@ func (r *rx) terminate(pe *protoError) {
 func (r *rx) run() error {
 	for {
 		if r.sb == r.se {
-			n, err := r.c.s.readv(append(r.bufs[:0], r.stage))
+			// Between FPDUs after a large one, read only what the next
+			// header needs: its payload then goes straight into place.
+			buf := r.stage
+			if r.ulen >= bigFPDU {
+				buf = r.stage[:smallRead]
+			}
+			n, err := r.c.s.readv(append(r.bufs[:0], buf))
 			if err != nil {
 				return r.readErr(err)
 			}
@@ -181,7 +210,18 @@ func (r *rx) run() error {
 		case mpa.ULPDUStart:
 			r.startSegment()
 		case mpa.ULPDUData:
+			if r.bad != nil {
+				continue // the rest of a bad segment
+			}
 			if err := r.data(data); err != nil {
+				// With CRCs in use, the header that broke a rule has not
+				// been verified yet: it may be a corrupted one. Drop the
+				// rest of the ULPDU and report at the FPDU's end, where a
+				// CRC error takes precedence (RFC 5044 4.4, 8).
+				if pe, ok := err.(*protoError); ok && r.c.neg.CRC {
+					r.bad, r.dst = pe, nil
+					continue
+				}
 				return err
 			}
 			if r.d.Remaining() >= directMin && r.sb == r.se && r.hdrN == r.need && r.dst != nil {
@@ -192,6 +232,9 @@ func (r *rx) run() error {
 		case mpa.FPDUEnd:
 			if err != nil {
 				return &protoError{err: rdmap.FromMPA(uint8(mpa.CodeOf(err))), cause: err}
+			}
+			if r.bad != nil {
+				return r.bad
 			}
 			if err := r.endSegment(); err != nil {
 				return err
@@ -248,6 +291,11 @@ func (r *rx) data(b []byte) error {
 func (r *rx) headerProgress() error {
 	switch {
 	case r.need == 1: // the DDP Control Field: T says the header's length
+		// DV first: under another DDP version nothing else of the header
+		// can be read (RFC 5041 7.2: tagged 0x04, untagged 0x06).
+		if err := ddp.CheckVersion(ddp.Control(r.hdr[0])); err != nil {
+			return &protoError{err: rdmap.ErrorOf(err), cause: fmt.Errorf("DDP Control Field %#02x", r.hdr[0])}
+		}
 		r.need = ddp.Control(r.hdr[0]).HeaderLen()
 		if r.ulen < r.need {
 			return &protoError{err: rdmap.FromDDP(ddp.ErrLocalCatastrophic),
@@ -383,15 +431,27 @@ func (r *rx) placeSend(h ddp.Header, op rdmap.Opcode) error {
 	if k < posted {
 		bufLen = rq.slots[(head+k)&rq.mask].length
 	}
-	if err := ddp.ValidateUntagged(h, uint32(r.payload), ddp.UntaggedQueue{
+	err := ddp.ValidateUntagged(h, uint32(r.payload), ddp.UntaggedQueue{
 		Valid: true, Posted: posted > 0, FirstMSN: r.recvMSN, LastMSN: r.recvMSN + posted - 1, BufLen: bufLen,
-	}); err != nil {
+	})
+	if err == nil && r.payload == 0 {
+		// RFC 5041 7.1 validates only segments that carry payload, but
+		// a zero-length Send still completes a receive: it needs one.
+		switch {
+		case posted == 0:
+			err = ddp.ErrMSNNoBuffer
+		case k >= posted:
+			err = ddp.ErrMSNRange
+		}
+	}
+	if err != nil {
+		pe := &protoError{err: rdmap.ErrorOf(err), cause: fmt.Errorf("Send MSN %d MO %d length %d: %w", h.MSN(), h.MO(), r.payload, err)}
 		var de ddp.Error
 		errors.As(err, &de)
 		if de == ddp.ErrMessageTooLong || de == ddp.ErrInvalidMO {
-			r.failRecv(k, StatusLocalLength)
+			pe.recv, pe.slot, pe.st = true, k, StatusLocalLength
 		}
-		return &protoError{err: rdmap.ErrorOf(err), cause: fmt.Errorf("Send MSN %d MO %d length %d: %w", h.MSN(), h.MO(), r.payload, err)}
+		return pe
 	}
 	r.slot = k
 	if r.payload == 0 {
@@ -418,7 +478,7 @@ func (r *rx) nextDst() error {
 		r.sgeOff = 0
 	}
 	if r.sge == int(w.nsge) {
-		return &protoError{err: rdmap.FromDDP(ddp.ErrMessageTooLong)}
+		return &protoError{err: rdmap.FromDDP(ddp.ErrMessageTooLong), recv: true, slot: r.slot, st: StatusLocalLength}
 	}
 	s := w.sgl[r.sge]
 	n := min(s.Len-r.sgeOff, uint32(r.payload-r.placed))
@@ -434,14 +494,16 @@ func (r *rx) nextDst() error {
 	return nil
 }
 
-// failRecv records a failed status for the receive at offset k from head.
+// failRecv completes the receive at offset k from head with status st. The
+// QP is about to fail: the flush skips it.
 func (r *rx) failRecv(k uint32, st Status) {
 	rq := &r.q.rq
 	if k < rq.tail.Load()-rq.head.Load() {
-		h := rq.head.Load() + k
-		r.q.pushRecv(WC{WRID: rq.slots[h&rq.mask].id, Status: st, Op: WCRecv})
-		// The QP is about to fail; the flush must not report it again.
-		rq.slots[h&rq.mask].id = rq.slots[h&rq.mask].id | 0
+		w := &rq.slots[(rq.head.Load()+k)&rq.mask]
+		if !w.failed {
+			w.failed = true
+			r.q.pushRecv(WC{WRID: w.id, Status: st, Op: WCRecv})
+		}
 	}
 }
 
@@ -489,8 +551,12 @@ func (r *rx) direct() error {
 	}
 	cur := r.plan
 	staged := 0
+	ahead := r.stage
+	if r.ulen >= bigFPDU {
+		ahead = r.stage[:smallRead]
+	}
 	for want > 0 {
-		r.bufs = append(append(r.bufs[:0], cur...), r.stage)
+		r.bufs = append(append(r.bufs[:0], cur...), ahead)
 		n, err := r.c.s.readv(r.bufs)
 		if err != nil {
 			return r.readErr(err)
@@ -582,12 +648,16 @@ func (r *rx) endSegment() error {
 var errPeerTerminate = errors.New("iwarp: peer terminated the stream")
 
 // peerTerminate records the peer's Terminate as the QP's error, and fails
-// the RDMA Read it names, if any.
+// the RDMA Read it names, if any. The Read is found by the MSN of its
+// Request in the terminated DDP header: the sender numbers Read Requests
+// from 1 as it appends them to the ORD queue, whose positions count from 0.
+// (Reads before it whose Responses the peer had not sent yet are flushed.)
 func (r *rx) peerTerminate(t rdmap.Terminate) {
 	c := r.c
 	e := t.Err()
-	if d := t.DDPHeader(); d != nil && !d.Tagged() && d.QN() == rdmap.QNReadRequest && c.readHead.Load() != c.readTl.Load() {
-		o := &c.reads[c.readHead.Load()%uint32(len(c.reads))]
+	if d := t.DDPHeader(); d != nil && !d.Tagged() && d.QN() == rdmap.QNReadRequest &&
+		d.MSN()-1-c.readHead.Load() < c.readTl.Load()-c.readHead.Load() {
+		o := &c.reads[(d.MSN()-1)%uint32(len(c.reads))]
 		if !o.rtr {
 			st := StatusRemoteOperation
 			if e.Layer == rdmap.LayerRDMAP && e.Type == rdmap.TypeRemoteProtection || e.Layer == rdmap.LayerDDP && e.Type == rdmap.ErrorType(ddp.TypeTagged) {
@@ -599,12 +669,17 @@ func (r *rx) peerTerminate(t rdmap.Terminate) {
 	r.q.fail(&TerminateError{Remote: true, Err: e})
 }
 
-// invalidateError maps a failed remote invalidation to its RFC 5040 error.
+// invalidateError maps a failed remote invalidation to its RFC 5040 error,
+// as rdmap.ValidateInvalidate numbers them: an STag that does not exist is
+// Invalid STag, one of another PD (not associated with this stream) the
+// Remote Protection "STag cannot be Invalidated", one whose region does not
+// allow remote invalidation the Remote Operation one.
 func invalidateError(f mem.Fault) rdmap.Error {
-	if f == mem.FaultCannotInvalidate {
-		return rdmap.ErrOperationCannotInvalidate
-	}
-	return rdmap.ErrProtectionCannotInvalidate
+	return rdmap.ErrorOf(rdmap.ValidateInvalidate(rdmap.InvalidateTarget{
+		Valid:         f != mem.FaultInvalidSTag,
+		Associated:    f != mem.FaultInvalidSTag && f != mem.FaultNotAssociated,
+		Invalidatable: f == mem.FaultNone,
+	}))
 }
 
 // deliverRecvs completes, in MSN order, every receive whose message is in.

@@ -1,7 +1,6 @@
 package iwarp
 
 import (
-	"errors"
 	"io"
 	"net"
 	"syscall"
@@ -21,15 +20,20 @@ type sock struct {
 	rc syscall.RawConn
 
 	rbufs [][]byte
-	riov  []unix.Iovec
+	riov  []unix.Iovec // advanced by nothing: always riovs[:n]
 	rn    int
 	rerr  error
 	rfn   func(fd uintptr) bool
 
 	wbufs [][]byte
-	wiov  []unix.Iovec
+	wiov  []unix.Iovec // what is left of wiovs to write
+	wiovs []unix.Iovec // the array behind wiov
 	werr  error
 	wfn   func(fd uintptr) bool
+
+	mss    int
+	mssErr error
+	mssFn  func(fd uintptr)
 }
 
 func newSock(tc *net.TCPConn) (*sock, error) {
@@ -37,7 +41,7 @@ func newSock(tc *net.TCPConn) (*sock, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &sock{tc: tc, rc: rc, riov: make([]unix.Iovec, 0, maxIOV), wiov: make([]unix.Iovec, 0, maxIOV)}
+	s := &sock{tc: tc, rc: rc, riov: make([]unix.Iovec, 0, maxIOV), wiovs: make([]unix.Iovec, 0, maxIOV)}
 	s.rfn = s.doRead
 	s.wfn = s.doWrite
 	return s, nil
@@ -111,7 +115,7 @@ func (s *sock) readFull(bufs [][]byte) error {
 func (s *sock) writev(bufs [][]byte) error {
 	for len(bufs) > 0 {
 		s.wbufs = bufs
-		s.wiov = fillIOV(s.wiov, bufs)
+		s.wiov = fillIOV(s.wiovs, bufs)
 		if len(s.wiov) == 0 {
 			return nil
 		}
@@ -177,10 +181,15 @@ func advanceIOV(iov []unix.Iovec, n int) []unix.Iovec {
 
 // emss reads the connection's current effective MSS (TCP_MAXSEG).
 func (s *sock) emss() (int, error) {
-	var mss int
-	var serr error
-	err := s.rc.Control(func(fd uintptr) {
-		mss, serr = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_MAXSEG)
-	})
-	return mss, errors.Join(err, serr)
+	if s.mssFn == nil {
+		s.mssFn = s.doMSS
+	}
+	if err := s.rc.Control(s.mssFn); err != nil {
+		return 0, err
+	}
+	return s.mss, s.mssErr
+}
+
+func (s *sock) doMSS(fd uintptr) {
+	s.mss, s.mssErr = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_MAXSEG)
 }

@@ -13,9 +13,9 @@ import (
 // Transmit batching: a writev carries FPDUs of many messages until it holds
 // this much payload or this many iovecs.
 const (
-	batchBytes   = 1 << 20
+	batchBytes   = 256 << 10
 	batchIOV     = maxIOV
-	emssInterval = 256 // batches between re-reads of TCP_MAXSEG
+	emssInterval = 64 // small batches between re-reads of TCP_MAXSEG
 )
 
 // tx is the sender's state; only the sender goroutine touches it.
@@ -29,7 +29,8 @@ type tx struct {
 	mulpdu int
 	msn    [3]uint32 // next MSN per untagged queue (Send, Read Request, Terminate)
 
-	pending    *sendWQE // a taken Read waiting for an ORD slot
+	pending    sendWQE // a taken work request not yet framed (a Read waiting for an ORD slot)
+	hasPend    bool
 	pendingIdx int
 	hdr        [ddp.UntaggedHeaderLen + rdmap.MaxTerminateLen]byte
 	pieces     [MaxSGE][]byte // the current message's payload
@@ -79,7 +80,7 @@ func (c *conn) txLoop() {
 		default:
 		}
 		if !t.hasWork() {
-			if c.graceful.Load() && q.sq.Len() == 0 && t.pending == nil && c.readHead.Load() == c.readTl.Load() {
+			if c.graceful.Load() && q.sq.Len() == 0 && !t.hasPend && c.readHead.Load() == c.readTl.Load() {
 				c.s.tc.CloseWrite() // RFC 5041 6.2.1: FIN after the last message
 				return
 			}
@@ -107,8 +108,8 @@ func (t *tx) hasWork() bool {
 	if c.respHead.Load() != c.respTl.Load() {
 		return true
 	}
-	if t.pending != nil {
-		return t.ordFree()
+	if t.hasPend {
+		return t.pending.op != OpRead || t.ordFree()
 	}
 	return t.q.sq.Len() > 0
 }
@@ -147,7 +148,9 @@ func (t *tx) maxULPDU() int {
 // batch frames as much queued work as fits one writev and writes it.
 func (t *tx) batch() error {
 	c, q := t.c, t.q
-	if t.batches%emssInterval == 0 {
+	// TCP raises the MSS as the window opens (on loopback from 32 KiB to
+	// 64 KiB): follow it closely after bulk batches, rarely otherwise.
+	if t.batches%emssInterval == 0 || t.bytes >= 64<<10 {
 		if err := t.refreshEMSS(); err != nil {
 			return err
 		}
@@ -164,21 +167,24 @@ func (t *tx) batch() error {
 			t.resps++
 			continue
 		}
-		if t.pending == nil {
+		if !t.hasPend {
 			w, ok := q.sq.Poll()
 			if !ok {
 				break
 			}
-			t.pending = &w
-			t.pendingIdx = q.takeInflight(&w)
+			t.pending, t.hasPend = w, true
+			t.pendingIdx = q.takeInflight(&t.pending)
 		}
 		if t.pending.op == OpRead && !t.ordFree() {
 			break // wait for a Read Response to free an ORD slot
 		}
-		w, idx := t.pending, t.pendingIdx
-		t.pending = nil
-		err = t.workRequest(w, idx)
+		t.hasPend = false
+		err = t.workRequest(&t.pending, t.pendingIdx)
 	}
+	// The Read Responses are framed: their IRD slots are free. (Freed
+	// before the write, since the peer may ask again as soon as the last
+	// Response octet reaches it.)
+	c.respHead.Add(uint32(t.resps))
 	if err == nil {
 		if err = t.c.s.writev(t.iov); err != nil {
 			t.broken = true
@@ -188,7 +194,6 @@ func (t *tx) batch() error {
 	if err != nil {
 		return err
 	}
-	c.respHead.Add(uint32(t.resps))
 	for _, i := range t.done {
 		q.completeInflight(i, StatusSuccess)
 	}
