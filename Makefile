@@ -40,7 +40,9 @@ test: check
 
 bench:
 	@mkdir -p $(OUT)
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./... | tee $(OUT)/bench.txt
+	set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./... | tee $(OUT)/bench.txt
+	@echo; echo "iwarp engine against plain TCP over loopback (same run):"
+	@$(GO) run ./internal/benchratio < $(OUT)/bench.txt | tee $(OUT)/bench-ratio.txt
 
 # Each fuzz target runs alone (go test -fuzz takes one target per package).
 fuzz:

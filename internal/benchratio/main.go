@@ -1,0 +1,77 @@
+// Command benchratio reads `go test -bench` output and prints each
+// throughput benchmark of the iwarp engine as a ratio to
+// BenchmarkTCPLoopback of the same size from the same run: how close the
+// software RNIC comes to the limit plain TCP sets on this machine.
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// line matches "BenchmarkName/size-N  iters  ns/op  MB/s ...".
+var line = regexp.MustCompile(`^(Benchmark[^\s/]+)/(\S+?)(?:-\d+)?\s+\d+\s+[\d.]+ ns/op\s+([\d.]+) MB/s`)
+
+type result struct {
+	bench, size string
+	mbps        float64
+}
+
+func parse(r io.Reader) ([]result, error) {
+	var out []result
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		m := line.FindStringSubmatch(strings.TrimSpace(sc.Text()))
+		if m == nil {
+			continue
+		}
+		v, err := strconv.ParseFloat(m[3], 64)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, result{m[1], m[2], v})
+	}
+	return out, sc.Err()
+}
+
+// table renders the ratio table; benchmarks with no TCP baseline of their
+// size are left out.
+func table(results []result) string {
+	base := map[string]float64{}
+	for _, r := range results {
+		if r.bench == "BenchmarkTCPLoopback" {
+			base[r.size] = r.mbps
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-28s %-8s %12s %12s %8s\n", "benchmark", "size", "MB/s", "TCP MB/s", "ratio")
+	rows := 0
+	sort.SliceStable(results, func(i, j int) bool { return results[i].bench < results[j].bench })
+	for _, r := range results {
+		t, ok := base[r.size]
+		if !ok || r.bench == "BenchmarkTCPLoopback" || t == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "%-28s %-8s %12.1f %12.1f %7.1f%%\n", r.bench, r.size, r.mbps, t, 100*r.mbps/t)
+		rows++
+	}
+	if rows == 0 {
+		return "no benchmark to compare with BenchmarkTCPLoopback\n"
+	}
+	return b.String()
+}
+
+func main() {
+	results, err := parse(os.Stdin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchratio:", err)
+		os.Exit(1)
+	}
+	fmt.Print(table(results))
+}

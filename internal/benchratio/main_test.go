@@ -1,0 +1,29 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestTable(t *testing.T) {
+	in := `goos: linux
+BenchmarkTCPLoopback/1MiB-2         	    6100	    362948 ns/op	2000.00 MB/s	       0 B/op	       0 allocs/op
+BenchmarkRDMAWrite/1MiB-2           	    3616	    588514 ns/op	1700.00 MB/s	    1459 B/op	       5 allocs/op
+BenchmarkRDMAWrite/4KiB-2           	    3616	    588514 ns/op	 100.00 MB/s
+BenchmarkSendLatency-2              	  101677	     25644 ns/op
+PASS`
+	rs, err := parse(strings.NewReader(in))
+	if err != nil || len(rs) != 3 {
+		t.Fatalf("parsed %d results, err %v", len(rs), err)
+	}
+	out := table(rs)
+	if !strings.Contains(out, "BenchmarkRDMAWrite") || !strings.Contains(out, "85.0%") {
+		t.Fatalf("table:\n%s", out)
+	}
+	if strings.Contains(out, "4KiB") {
+		t.Fatalf("a size with no TCP baseline was compared:\n%s", out)
+	}
+	if got := table(nil); !strings.Contains(got, "no benchmark") {
+		t.Fatalf("empty table: %q", got)
+	}
+}
