@@ -138,8 +138,11 @@ func (q *QP) attach(tc *net.TCPConn, neg mpa.Negotiated, emss int) error {
 }
 
 // Disconnect closes the connection gracefully (RFC 5041 6.2.1): work
-// already posted goes out, then TCP's FIN; the QP reaches StateError with
-// the rest flushed once the peer closes too. Wait on Done.
+// already posted goes out (RDMA Reads complete first), then TCP's FIN; new
+// work is refused. The peer sends what it has queued and closes too; then
+// both QPs reach StateError with the rest flushed, and Err stays nil on
+// both sides. Wait on Done. A peer that closes while this end's RDMA Reads
+// are outstanding, or resets, makes it an error after all (MPA error 1).
 func (q *QP) Disconnect() {
 	q.mu.Lock()
 	c := q.conn
@@ -328,7 +331,7 @@ func (r *ConnRequest) accept(qp *QP, pd []byte) error {
 		return err
 	}
 	if s := qp.State(); s != StateIdle {
-		r.Reject(nil)
+		r.reject(nil) // not Reject: r.once is held
 		return fmt.Errorf("%w: Accept with a QP in state %v", ErrQPState, s)
 	}
 	reply := neg.Reply(false, pd)
@@ -348,13 +351,15 @@ func (r *ConnRequest) accept(qp *QP, pd []byte) error {
 // closes the connection.
 func (r *ConnRequest) Reject(pd []byte) error {
 	err := ErrClosed
-	r.once.Do(func() {
-		neg, nerr := mpa.Negotiate(mpa.Responder, &r.l.cfg.MPA, &r.peer)
-		_ = nerr // reject whatever the parameters
-		reply := neg.Reply(true, pd)
-		err = r.sendReply(&reply)
-		r.tc.Close()
-	})
+	r.once.Do(func() { err = r.reject(pd) })
+	return err
+}
+
+func (r *ConnRequest) reject(pd []byte) error {
+	neg, _ := mpa.Negotiate(mpa.Responder, &r.l.cfg.MPA, &r.peer) // reject whatever the parameters
+	reply := neg.Reply(true, pd)
+	err := r.sendReply(&reply)
+	r.tc.Close()
 	return err
 }
 

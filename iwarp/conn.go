@@ -1,6 +1,7 @@
 package iwarp
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +52,7 @@ type conn struct {
 	stop             chan struct{}            // closed to stop the engine
 	stopOnce         sync.Once
 	graceful         atomic.Bool // a graceful close: send what is queued, then FIN
+	abort            atomic.Bool // QP.Close: cut linger short
 	wg               sync.WaitGroup
 	rxDone, txDone   chan struct{}
 }
@@ -86,17 +88,25 @@ func clampRD(v int) int {
 }
 
 // start runs the engine: a receiver, a sender, and the reaper that flushes
-// the QP when both have ended.
+// the QP when both have ended, closes the socket and then Done.
 func (c *conn) start() {
 	c.wg.Add(2)
 	go func() { defer c.wg.Done(); defer close(c.rxDone); c.rxLoop() }()
 	go func() { defer c.wg.Done(); defer close(c.txDone); c.txLoop() }()
 	go func() {
 		c.wg.Wait()
-		c.s.tc.Close()
 		q := c.qp
 		q.state.Store(uint32(StateError))
 		q.flush()
+		switch {
+		case c.termHdr.Load() != nil:
+			c.linger()
+		case c.abortive():
+			// A reset, not a FIN: a peer with nothing in flight would take
+			// a FIN for a graceful close and keep a nil Err.
+			c.s.tc.SetLinger(0)
+		}
+		c.s.tc.Close()
 		close(q.done)
 	}()
 }
@@ -118,6 +128,49 @@ func (c *conn) stopEngine() {
 			c.s.tc.SetWriteDeadline(time.Unix(1, 0))
 		}
 	})
+}
+
+// linger ends a stream whose last message is the Terminate this end sent:
+// a FIN after it, then the peer's octets are read and dropped until the
+// peer closes too, terminateGrace passes, or QP.Close cuts it short.
+// Closing at once, with the peer's octets unread, would send a RST instead
+// of a FIN; a peer still writing then sees its writes fail, and may fail
+// its QP with that error before its receiver has read the Terminate that
+// says why.
+func (c *conn) linger() {
+	tc := c.s.tc
+	if tc.CloseWrite() != nil {
+		return
+	}
+	tc.SetReadDeadline(time.Now().Add(terminateGrace))
+	if c.abort.Load() { // after the deadline: see abortLinger
+		return
+	}
+	var buf [4096]byte
+	for {
+		if _, err := tc.Read(buf[:]); err != nil {
+			return
+		}
+	}
+}
+
+// abortive reports whether the stream ended neither gracefully nor through
+// a Terminate (sent or received): QP.Close, a lost connection, a local
+// error.
+func (c *conn) abortive() bool {
+	q := c.qp
+	q.mu.Lock()
+	err := q.err
+	q.mu.Unlock()
+	var te *TerminateError
+	return err != nil && !errors.As(err, &te)
+}
+
+// abortLinger cuts linger short. The flag is set before the deadline, and
+// linger checks it after setting its own, so one of them sees the other.
+func (c *conn) abortLinger() {
+	c.abort.Store(true)
+	c.s.tc.SetReadDeadline(time.Unix(1, 0))
 }
 
 // markFirstRx records that a valid FPDU arrived.

@@ -3,11 +3,13 @@ package iwarp
 import (
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 
 	"github.com/ddpstore/ddpstore/iwarp/cq"
 	"github.com/ddpstore/ddpstore/iwarp/mem"
+	"github.com/ddpstore/ddpstore/iwarp/mpa"
 )
 
 // QPState is a queue pair's state, after the RDMAP Stream states.
@@ -45,6 +47,10 @@ func (s QPState) String() string {
 	return fmt.Sprintf("QPState(%d)", uint32(s))
 }
 
+// ErrNoORD is returned by PostSend for an RDMA Read on a connection whose
+// negotiated ORD is 0: the peer accepts no RDMA Read Requests.
+var ErrNoORD = errors.New("iwarp: RDMA Read on a connection whose ORD is 0")
+
 // QPConfig describes a queue pair.
 type QPConfig struct {
 	PD     mem.PD
@@ -73,6 +79,10 @@ type recvWQE struct {
 	nsge   uint8
 	sgl    [MaxSGE]SGE
 	length uint32
+	// failed: the receiver already completed it with an error status (a
+	// Send too long for it, a bad SGE) before failing the QP; the flush
+	// must not complete it a second time.
+	failed bool
 }
 
 // QP is a queue pair: a send queue, a receive queue and, once connected, the
@@ -103,7 +113,13 @@ type QP struct {
 	failOnce sync.Once
 	err      error
 	done     chan struct{}
-	closing  bool
+	closing  bool // no connection may attach any more
+
+	// flushMu serializes taking work requests off the queues once the
+	// engine has stopped: the flush, and PostSend completing a request it
+	// queued after the flush (flushed set).
+	flushMu sync.Mutex
+	flushed atomic.Bool
 }
 
 // inflightWR is a taken send work request awaiting its completion.
@@ -167,8 +183,13 @@ func (q *QP) QPN() uint32 { return q.qpn }
 // State returns the queue pair's state.
 func (q *QP) State() QPState { return QPState(q.state.Load()) }
 
-// Err returns why the QP left StateRTS (a *TerminateError for Terminates
-// sent or received), or nil.
+// Err returns why the QP left StateRTS, or nil: a *TerminateError for a
+// Terminate this end sent (Remote false) or received (Remote true); an
+// error wrapping an MPA error (mpa.CodeOf) when the connection was lost
+// (mpa.CodeLLPLost) or broke under the framing; ErrClosed after Close.
+// It stays nil when the stream ended gracefully, on both sides: the end
+// that called Disconnect and the peer that closed in answer. Close after
+// such an end does not change it.
 func (q *QP) Err() error {
 	select {
 	case <-q.done:
@@ -198,6 +219,11 @@ func (q *QP) PostSend(wr *SendWR) error {
 	if wr.Op == OpRead && len(wr.SGL) != 1 {
 		return ErrReadSGE
 	}
+	// q.conn was set before the state became RTS (an atomic store that the
+	// load above saw), and never changes afterwards.
+	if wr.Op == OpRead && len(q.conn.reads) <= 1 {
+		return ErrNoORD // it would never be sent
+	}
 	var n uint64
 	for i, s := range wr.SGL {
 		w.sgl[i] = s
@@ -214,6 +240,16 @@ func (q *QP) PostSend(wr *SendWR) error {
 	if err := q.sq.Push(w, false); err != nil {
 		q.sqCount.Add(-1)
 		return ErrQueueFull
+	}
+	if q.flushed.Load() {
+		// The QP failed and was flushed between the state check and the
+		// Push: no sender will take the request, so flush it here. (The
+		// flush sets flushed before it polls, and this load follows the
+		// Push: one of the two sees the request.)
+		q.flushMu.Lock()
+		q.flushSendQueueLocked()
+		q.flushMu.Unlock()
+		return nil
 	}
 	select {
 	case q.kick <- struct{}{}:
@@ -244,6 +280,10 @@ func (q *QP) PostRecv(wr *RecvWR) error {
 	r := &q.rq
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if q.flushed.Load() {
+		// The receive queue has been flushed: nothing would complete it.
+		return fmt.Errorf("%w: PostRecv in state %v", ErrQPState, q.State())
+	}
 	t := r.tail.Load()
 	if t-r.head.Load() > r.mask {
 		return ErrQueueFull
@@ -305,12 +345,32 @@ func (q *QP) pushRecv(wc WC) {
 
 // fail moves the QP out of Full Operation for reason, once: the engine
 // stops, and when both its goroutines have ended every outstanding work
-// request is flushed and Done is closed.
+// request is flushed and Done is closed. A stream that already ended
+// gracefully keeps its nil Err.
 func (q *QP) fail(reason error) {
 	q.failOnce.Do(func() {
 		q.mu.Lock()
-		q.err = reason
 		c := q.conn
+		if c != nil && q.State() == StateError {
+			// Both engine goroutines ended on a graceful close before any
+			// failure (only the reaper sets StateError then): there is
+			// nothing to stop and no reason to record.
+			q.mu.Unlock()
+			return
+		}
+		var oe *net.OpError
+		if errors.As(reason, &oe) && mpa.CodeOf(reason) == 0 {
+			// A socket operation failed (a write that met a reset, say):
+			// whichever goroutine saw it first, the LLP is lost.
+			// (One %w: mpa.CodeOf follows single-error Unwrap chains.)
+			reason = fmt.Errorf("%w: %v", mpa.ErrLLPLost, reason)
+		}
+		q.err = reason
+		if c == nil {
+			// No Connect or Accept in progress may attach a stream to a
+			// QP that is being flushed.
+			q.closing = true
+		}
 		q.mu.Unlock()
 		if QPState(q.state.Load()) != StateTerminate {
 			q.state.Store(uint32(StateError))
@@ -326,9 +386,13 @@ func (q *QP) fail(reason error) {
 }
 
 // flush completes every outstanding work request with StatusFlushed (or
-// the status already recorded for it). Only called once nothing else
-// touches the queues.
+// the status already recorded for it). It is called once, when nothing
+// else takes from the queues any more; PostSend and PostRecv see flushed
+// afterwards.
 func (q *QP) flush() {
+	q.flushMu.Lock()
+	defer q.flushMu.Unlock()
+	q.flushed.Store(true)
 	q.sqmu.Lock()
 	for k := 0; k < q.inLen; k++ {
 		w := &q.inflight[(q.inHead+k)%len(q.inflight)]
@@ -338,10 +402,25 @@ func (q *QP) flush() {
 	}
 	q.deliverLocked()
 	q.sqmu.Unlock()
+	q.flushSendQueueLocked()
+	r := &q.rq
+	r.mu.Lock()
+	for h := r.head.Load(); h != r.tail.Load(); h++ {
+		if w := &r.slots[h&r.mask]; !w.failed {
+			q.rcq.push(WC{WRID: w.id, Status: StatusFlushed, Op: WCRecv, QPN: q.qpn})
+		}
+		r.head.Store(h + 1)
+	}
+	r.mu.Unlock()
+}
+
+// flushSendQueueLocked completes the send work requests no sender took
+// with StatusFlushed; flushMu held.
+func (q *QP) flushSendQueueLocked() {
 	for {
 		w, ok := q.sq.Poll()
 		if !ok {
-			break
+			return
 		}
 		q.sqCount.Add(-1)
 		op := WCSend
@@ -353,13 +432,6 @@ func (q *QP) flush() {
 		}
 		q.scq.push(WC{WRID: w.id, Status: StatusFlushed, Op: op, QPN: q.qpn})
 	}
-	r := &q.rq
-	r.mu.Lock()
-	for h := r.head.Load(); h != r.tail.Load(); h++ {
-		q.rcq.push(WC{WRID: r.slots[h&r.mask].id, Status: StatusFlushed, Op: WCRecv, QPN: q.qpn})
-		r.head.Store(h + 1)
-	}
-	r.mu.Unlock()
 }
 
 // Close tears the QP down abortively (use Disconnect first for a graceful
@@ -367,8 +439,12 @@ func (q *QP) flush() {
 func (q *QP) Close() error {
 	q.mu.Lock()
 	q.closing = true
+	c := q.conn
 	q.mu.Unlock()
 	q.fail(ErrClosed)
+	if c != nil {
+		c.abortLinger()
+	}
 	<-q.done
 	q.dev.removeQP(q)
 	return nil

@@ -517,15 +517,17 @@ func (r *rx) readRequest(h ddp.Header) error {
 		return &protoError{err: rdmap.ErrorOf(err), cause: err}
 	}
 	// The IRD is the number of Read Request "buffers" (RFC 5040 5.4,
-	// RFC 6581): one beyond it has no buffer for its MSN.
+	// RFC 6581): one beyond it has no buffer for its MSN. Requests are
+	// answered in order, so only the next MSN is in range.
 	free := uint32(len(c.resps)) - (c.respTl.Load() - c.respHead.Load())
 	if err := ddp.ValidateUntagged(h, uint32(len(rrb)), ddp.UntaggedQueue{
-		Valid: true, Posted: len(c.resps) > 0, FirstMSN: r.rrMSN, LastMSN: r.rrMSN + free - 1, BufLen: rdmap.ReadRequestLen,
+		Valid: true, Posted: len(c.resps) > 0, FirstMSN: r.rrMSN, LastMSN: r.rrMSN, BufLen: rdmap.ReadRequestLen,
 	}); err != nil || free == 0 {
 		if err == nil {
 			err = ddp.ErrMSNRange
 		}
-		return &protoError{err: rdmap.ErrorOf(err), cause: fmt.Errorf("RDMA Read Request MSN %d beyond IRD %d: %w", h.MSN(), len(c.resps), err)}
+		return &protoError{err: rdmap.ErrorOf(err), cause: fmt.Errorf("RDMA Read Request MSN %d (next %d, IRD %d, %d unanswered): %w",
+			h.MSN(), r.rrMSN, len(c.resps), len(c.resps)-int(free), err)}
 	}
 	r.resp = inRead{sink: rr.SinkSTag(), sinkTO: rr.SinkTO(), src: mem.STag(rr.SrcSTag()), srcTO: rr.SrcTO(), size: rr.Size()}
 	if rr.Size() == 0 {
