@@ -175,6 +175,7 @@ func readStartup(r io.Reader, expect mpa.StartupKind) (mpa.StartupFrame, error) 
 // Listener accepts MPA connections. Each TCP connection's Startup runs on
 // its own goroutine, so a slow or silent client delays no one else.
 type Listener struct {
+	dev  *Device
 	ln   *net.TCPListener
 	cfg  ConnConfig
 	reqs chan *ConnRequest
@@ -194,8 +195,12 @@ func (d *Device) Listen(network, addr string, cfg ConnConfig) (*Listener, error)
 	if err != nil {
 		return nil, err
 	}
-	l := &Listener{ln: nl.(*net.TCPListener), cfg: cfg.withDefaults(), reqs: make(chan *ConnRequest),
+	l := &Listener{dev: d, ln: nl.(*net.TCPListener), cfg: cfg.withDefaults(), reqs: make(chan *ConnRequest),
 		done: make(chan struct{}), pending: make(map[*net.TCPConn]struct{})}
+	if err := d.addListener(l); err != nil {
+		nl.Close()
+		return nil, err
+	}
 	l.wg.Add(1)
 	go l.acceptLoop()
 	return l, nil
@@ -207,6 +212,7 @@ func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
 // Close stops listening and closes connections still in their Startup.
 func (l *Listener) Close() error {
 	l.once.Do(func() {
+		l.dev.removeListener(l)
 		close(l.done)
 		l.ln.Close()
 		l.mu.Lock()

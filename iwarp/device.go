@@ -18,9 +18,10 @@ type Device struct {
 	mem     *mem.Table
 	nextQPN atomic.Uint32
 
-	mu     sync.Mutex
-	qps    map[uint32]*QP
-	closed bool
+	mu        sync.Mutex
+	qps       map[uint32]*QP
+	listeners map[*Listener]struct{}
+	closed    bool
 }
 
 // NewDevice returns a Device whose STag namespace holds maxMRs regions
@@ -29,7 +30,7 @@ func NewDevice(maxMRs int) *Device {
 	if maxMRs <= 0 {
 		maxMRs = DefaultMaxMRs
 	}
-	return &Device{mem: mem.NewTable(maxMRs), qps: make(map[uint32]*QP)}
+	return &Device{mem: mem.NewTable(maxMRs), qps: make(map[uint32]*QP), listeners: make(map[*Listener]struct{})}
 }
 
 // AllocPD returns a new protection domain.
@@ -55,7 +56,7 @@ func (d *Device) Deregister(ctx context.Context, mrs ...*mem.MR) error {
 // Invalidate invalidates stag locally: it stops working for the peer at once.
 func (d *Device) Invalidate(stag mem.STag, pd mem.PD) mem.Fault { return d.mem.Invalidate(stag, pd) }
 
-// Close closes every QP of the Device.
+// Close closes every Listener and QP of the Device.
 func (d *Device) Close() error {
 	d.mu.Lock()
 	d.closed = true
@@ -63,11 +64,35 @@ func (d *Device) Close() error {
 	for _, q := range d.qps {
 		qps = append(qps, q)
 	}
+	lns := make([]*Listener, 0, len(d.listeners))
+	for l := range d.listeners {
+		lns = append(lns, l)
+	}
 	d.mu.Unlock()
+	for _, l := range lns {
+		l.Close()
+	}
 	for _, q := range qps {
 		q.Close()
 	}
 	return nil
+}
+
+// addListener tracks l so that Close can close it.
+func (d *Device) addListener(l *Listener) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	d.listeners[l] = struct{}{}
+	return nil
+}
+
+func (d *Device) removeListener(l *Listener) {
+	d.mu.Lock()
+	delete(d.listeners, l)
+	d.mu.Unlock()
 }
 
 func (d *Device) addQP(q *QP) error {

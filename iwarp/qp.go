@@ -298,13 +298,7 @@ func (q *QP) takeInflight(w *sendWQE) int {
 	q.sqmu.Lock()
 	defer q.sqmu.Unlock()
 	i := (q.inHead + q.inLen) % len(q.inflight)
-	op := WCSend
-	switch w.op {
-	case OpWrite:
-		op = WCWrite
-	case OpRead:
-		op = WCRead
-	}
+	op := w.op.wcOpcode()
 	q.inflight[i] = inflightWR{id: w.id, op: op, bytes: w.length}
 	q.inLen++
 	return i
@@ -423,13 +417,7 @@ func (q *QP) flushSendQueueLocked() {
 			return
 		}
 		q.sqCount.Add(-1)
-		op := WCSend
-		switch w.op {
-		case OpWrite:
-			op = WCWrite
-		case OpRead:
-			op = WCRead
-		}
+		op := w.op.wcOpcode()
 		q.scq.push(WC{WRID: w.id, Status: StatusFlushed, Op: op, QPN: q.qpn})
 	}
 }

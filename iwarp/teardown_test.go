@@ -425,6 +425,42 @@ func TestDeviceClose(t *testing.T) {
 	if _, err := dev.NewQP(QPConfig{PD: dev.AllocPD(), SendCQ: r1.scq, RecvCQ: r1.rcq}); !errors.Is(err, ErrClosed) {
 		t.Errorf("NewQP on a closed Device: %v", err)
 	}
+	// Its Listener is closed too, and no new one can be made.
+	if _, err := ln.Accept(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Errorf("Accept on a closed Device's Listener: %v", err)
+	}
+	if _, err := dev.Listen("tcp", "127.0.0.1:0", ConnConfig{}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Listen on a closed Device: %v", err)
+	}
+}
+
+// A work request that names memory it may not use fails alone with
+// StatusLocalProtection; what was posted before it in the same batch still
+// goes out and completes, what follows is flushed.
+func TestLocalProtectionKeepsEarlierWork(t *testing.T) {
+	ini, resp := connect(t, ConnConfig{}, ConnConfig{})
+	fill(ini.buf[:4096], 9)
+	// Posted back to back so that the sender takes them in one batch.
+	wrs := []SendWR{
+		{ID: 1, Op: OpWrite, SGL: []SGE{ini.sge(0, 4096)}, RemoteSTag: resp.mr.STag(), RemoteTO: resp.mr.BaseTO()},
+		{ID: 2, Op: OpWrite, SGL: []SGE{ini.sge(0, 4096)}, RemoteSTag: resp.mr.STag(), RemoteTO: resp.mr.BaseTO() + 4096},
+		{ID: 3, Op: OpWrite, SGL: []SGE{{STag: ini.mr.STag() ^ 0xff, TO: ini.mr.BaseTO(), Len: 16}}, RemoteSTag: resp.mr.STag(), RemoteTO: resp.mr.BaseTO()},
+		{ID: 4, Op: OpWrite, SGL: []SGE{ini.sge(0, 4096)}, RemoteSTag: resp.mr.STag(), RemoteTO: resp.mr.BaseTO() + 8192},
+	}
+	for i := range wrs {
+		if err := ini.qp.PostSend(&wrs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ini.expect(ini.scq, 1, WCWrite, StatusSuccess, 4096)
+	ini.expect(ini.scq, 2, WCWrite, StatusSuccess, 4096)
+	ini.expect(ini.scq, 3, WCWrite, StatusLocalProtection, 0)
+	ini.expect(ini.scq, 4, WCWrite, StatusFlushed, 0)
+	waitDone(t, ini.name, ini.qp)
+	var lf *localFault
+	if !errors.As(ini.qp.Err(), &lf) || lf.wr != 3 {
+		t.Fatalf("Err() = %v, want the local fault of work request 3", ini.qp.Err())
+	}
 }
 
 // A receive completion of a Send with Solicited Event wakes a waiter for

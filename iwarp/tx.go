@@ -163,8 +163,9 @@ func (t *tx) batch() error {
 	for t.bytes < batchBytes && len(t.iov) < batchIOV && t.rd.Free() >= MaxSGE && err == nil {
 		// Read Responses first: the peer waits on them, and they free IRD.
 		if h := c.respHead.Load() + uint32(t.resps); h != c.respTl.Load() {
-			err = t.readResponse(&c.resps[h%uint32(len(c.resps))])
-			t.resps++
+			if err = t.readResponse(&c.resps[h%uint32(len(c.resps))]); err == nil {
+				t.resps++
+			}
 			continue
 		}
 		if !t.hasPend {
@@ -185,19 +186,20 @@ func (t *tx) batch() error {
 	// before the write, since the peer may ask again as soon as the last
 	// Response octet reaches it.)
 	c.respHead.Add(uint32(t.resps))
-	if err == nil {
-		if err = t.c.s.writev(t.iov); err != nil {
+	// A work request that failed locally framed nothing: what the batch
+	// framed before it is sound and still goes out and completes.
+	if len(t.iov) > 0 {
+		if werr := t.c.s.writev(t.iov); werr != nil {
 			t.broken = true
+			t.rd.Exit()
+			return fmt.Errorf("%w: %v", mpa.ErrLLPLost, werr)
 		}
 	}
 	t.rd.Exit()
-	if err != nil {
-		return err
-	}
 	for _, i := range t.done {
 		q.completeInflight(i, StatusSuccess)
 	}
-	return nil
+	return err
 }
 
 // localFault is a send work request that named memory it may not use.
@@ -354,7 +356,10 @@ func (t *tx) sendRTR() error {
 	default:
 		t.tagged(rdmap.OpWrite, 0, 0, 0, 0)
 	}
-	return t.c.s.writev(t.iov)
+	if err := t.c.s.writev(t.iov); err != nil {
+		return fmt.Errorf("%w: %v", mpa.ErrLLPLost, err)
+	}
+	return nil
 }
 
 // sendTerminate sends the Terminate the receiver left, if any, as the last

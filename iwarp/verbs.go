@@ -51,8 +51,16 @@ func (o Opcode) String() string {
 	return fmt.Sprintf("Opcode(%d)", uint8(o))
 }
 
-// isSend reports whether o is one of the Send variants.
-func (o Opcode) isSend() bool { return o <= OpSendSEInv }
+// wcOpcode returns the completion opcode of a work request of opcode o.
+func (o Opcode) wcOpcode() WCOpcode {
+	switch o {
+	case OpWrite:
+		return WCWrite
+	case OpRead:
+		return WCRead
+	}
+	return WCSend
+}
 
 // SGE is a scatter/gather element: Len octets at TO of a local memory region
 // named by its STag (the verbs lkey and address).
