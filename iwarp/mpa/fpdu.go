@@ -1,9 +1,6 @@
 package mpa
 
-import (
-	"encoding/binary"
-	"hash/crc32"
-)
+import "encoding/binary"
 
 // FPDU layout constants (RFC 5044 sections 4.1 and 4.2).
 const (
@@ -22,10 +19,6 @@ const (
 	MaxULPDU = 0xffff
 )
 
-// castagnoli is the CRC32c table; hash/crc32 uses the CPU's CRC32
-// instruction when handed this exact table.
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // PadLen returns the number of PAD octets (0 to 3) that follow a ULPDU of
 // ulen octets, so that the FPDU is a multiple of four octets (4.1).
 func PadLen(ulen int) int { return (4 - (LengthSize+ulen)%4) % 4 }
@@ -41,9 +34,6 @@ func putCRC(b []byte, sum uint32) { binary.LittleEndian.PutUint32(b, sum) }
 
 // getCRC reads the FPDU's CRC field.
 func getCRC(b []byte) uint32 { return binary.LittleEndian.Uint32(b) }
-
-// crcUpdate extends a running CRC32c (0 to start) over b.
-func crcUpdate(sum uint32, b []byte) uint32 { return crc32.Update(sum, castagnoli, b) }
 
 // Marker is the 4-octet MPA Marker (4.2): 16 reserved bits and the FPDUPTR.
 type Marker []byte

@@ -1,0 +1,112 @@
+#include "textflag.h"
+
+// Folding constants for CRC32c in the bit-reflected domain. Folding a
+// 16-octet lane X = A (first 8 octets) | B (last 8) forward by D bits is
+//   X' = clmul(A, reflect64(x^(D+63) mod P)) ^ clmul(B, reflect64(x^(D-1) mod P))
+// (the extra x^-1 undoes the one-bit shift of a reflected carry-less
+// product). Each constant is stored as its 64-bit reflected value.
+
+// D = 2048 (a lane to the same lane of the next 256-octet block).
+DATA k2048<>+0(SB)/8, $0xe9a5d8be00000000
+DATA k2048<>+8(SB)/8, $0x1426a81500000000
+GLOBL k2048<>(SB), RODATA, $16
+
+// D = 512 (one 64-octet block to the next).
+DATA k512<>+0(SB)/8, $0x1c19243b00000000
+DATA k512<>+8(SB)/8, $0x75bba45b00000000
+GLOBL k512<>(SB), RODATA, $16
+
+// The four lanes of the last 64-octet block onto its last lane: lane 0 by
+// 384 bits, lane 1 by 256, lane 2 by 128, lane 3 stays (zero constants).
+DATA klanes<>+0(SB)/8, $0xa46ef4aa00000000
+DATA klanes<>+8(SB)/8, $0x6051243f00000000
+DATA klanes<>+16(SB)/8, $0x33ccbbbc00000000
+DATA klanes<>+24(SB)/8, $0xa2158b3400000000
+DATA klanes<>+32(SB)/8, $0x3743f7bd00000000
+DATA klanes<>+40(SB)/8, $0x3171d43000000000
+DATA klanes<>+48(SB)/8, $0
+DATA klanes<>+56(SB)/8, $0
+GLOBL klanes<>(SB), RODATA, $64
+
+// func fold(reg uint32, p []byte) uint32
+TEXT ·fold(SB), NOSPLIT, $0-36
+	MOVL reg+0(FP), AX
+	MOVQ p_base+8(FP), SI
+	MOVQ p_len+16(FP), CX
+
+	VMOVDQU64 0(SI), Z0
+	VMOVDQU64 64(SI), Z1
+	VMOVDQU64 128(SI), Z2
+	VMOVDQU64 192(SI), Z3
+	VMOVD AX, X4
+	VPXORQ Z4, Z0, Z0
+	ADDQ $256, SI
+	SUBQ $256, CX
+
+	VBROADCASTI32X4 k2048<>(SB), Z8
+
+loop256:
+	CMPQ CX, $256
+	JB reduce
+	VPCLMULQDQ $0x00, Z8, Z0, Z4
+	VPCLMULQDQ $0x11, Z8, Z0, Z0
+	VPTERNLOGD $0x96, 0(SI), Z4, Z0
+	VPCLMULQDQ $0x00, Z8, Z1, Z5
+	VPCLMULQDQ $0x11, Z8, Z1, Z1
+	VPTERNLOGD $0x96, 64(SI), Z5, Z1
+	VPCLMULQDQ $0x00, Z8, Z2, Z6
+	VPCLMULQDQ $0x11, Z8, Z2, Z2
+	VPTERNLOGD $0x96, 128(SI), Z6, Z2
+	VPCLMULQDQ $0x00, Z8, Z3, Z7
+	VPCLMULQDQ $0x11, Z8, Z3, Z3
+	VPTERNLOGD $0x96, 192(SI), Z7, Z3
+	ADDQ $256, SI
+	SUBQ $256, CX
+	JMP loop256
+
+reduce:
+	// Fold the four blocks into the last: Z1 ^= fold(Z0), Z2 ^= fold(Z1),
+	// Z3 ^= fold(Z2), each by 512 bits.
+	VBROADCASTI32X4 k512<>(SB), Z8
+	VPCLMULQDQ $0x00, Z8, Z0, Z4
+	VPCLMULQDQ $0x11, Z8, Z0, Z0
+	VPTERNLOGD $0x96, Z4, Z0, Z1
+	VPCLMULQDQ $0x00, Z8, Z1, Z4
+	VPCLMULQDQ $0x11, Z8, Z1, Z1
+	VPTERNLOGD $0x96, Z4, Z1, Z2
+	VPCLMULQDQ $0x00, Z8, Z2, Z4
+	VPCLMULQDQ $0x11, Z8, Z2, Z2
+	VPTERNLOGD $0x96, Z4, Z2, Z3
+
+loop64:
+	CMPQ CX, $64
+	JB lanes
+	VPCLMULQDQ $0x00, Z8, Z3, Z4
+	VPCLMULQDQ $0x11, Z8, Z3, Z3
+	VPTERNLOGD $0x96, 0(SI), Z4, Z3
+	ADDQ $64, SI
+	SUBQ $64, CX
+	JMP loop64
+
+lanes:
+	VMOVDQU64 klanes<>(SB), Z8
+	VPCLMULQDQ $0x00, Z8, Z3, Z4
+	VPCLMULQDQ $0x11, Z8, Z3, Z5
+	VPXORQ Z5, Z4, Z4           // lanes 0-2 folded onto lane 3's place; lane 3 zero
+	VEXTRACTI64X4 $1, Z4, Y5
+	VPXORQ Y5, Y4, Y4           // lane 0^2, lane 1^3
+	VEXTRACTI128 $1, Y4, X5
+	VPXOR X5, X4, X4            // lane 0^1^2
+	VEXTRACTI32X4 $3, Z3, X5
+	VPXOR X5, X4, X4            // ^ lane 3
+	// The CRC of the lane from a zero register is the CRC of all of p
+	// from reg: two CRC32 instructions, and the final inversion.
+	VMOVQ X4, AX
+	VPEXTRQ $1, X4, BX
+	VZEROUPPER
+	XORL DX, DX
+	CRC32Q AX, DX
+	CRC32Q BX, DX
+	NOTL DX
+	MOVL DX, ret+32(FP)
+	RET
