@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ddpstore/ddpstore/iwarp/ddp"
 	"github.com/ddpstore/ddpstore/iwarp/mpa"
+	"github.com/ddpstore/ddpstore/iwarp/rdmap"
 )
 
 // The Responder rejects with Private Data: Connect returns a
@@ -379,4 +381,30 @@ func TestPeerToPeer(t *testing.T) {
 			})
 		}
 	}
+}
+
+// RFC 5044 7.1.2 rule 4: the Responder sends nothing, not even a Marker,
+// until it has received a valid FPDU; then what was posted goes out.
+func TestResponderWaitsForFirstFPDU(t *testing.T) {
+	cfg := rawConfig
+	cfg.Markers = true // a Marker would be the first thing it could send
+	e, p := rawPair(t, 1<<20, ConnConfig{}, cfg, 0)
+	if err := e.qp.PostSend(&SendWR{ID: 1, Op: OpWrite, SGL: []SGE{e.sge(0, 16)}, RemoteSTag: 0x1234, RemoteTO: 7}); err != nil {
+		t.Fatal(err)
+	}
+	p.c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	var b [1]byte
+	if n, err := p.c.Read(b[:]); n != 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the Responder sent %d octets (%v) before receiving an FPDU", n, err)
+	}
+	p.send(taggedHdr(rdmap.OpWrite, 0, 0, true), nil) // a zero-length RDMA Write
+	seg, err := p.next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, payload, err := ddp.Parse(seg)
+	if err != nil || !h.Tagged() || h.STag() != 0x1234 || h.TO() != 7 || len(payload) != 16 {
+		t.Fatalf("first FPDU from the Responder: %x (%v)", seg, err)
+	}
+	e.expect(e.scq, 1, WCWrite, StatusSuccess, 16)
 }

@@ -29,31 +29,7 @@ const testBuf = 32 << 20
 
 func newEnd(t testing.TB, name string, dev *Device) *end {
 	t.Helper()
-	if dev == nil {
-		dev = NewDevice(0)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	e := &end{t: t, dev: dev, pd: dev.AllocPD(), name: name, ctx: ctx}
-	var err error
-	if e.scq, err = dev.NewCQ(1024); err != nil {
-		t.Fatal(err)
-	}
-	if e.rcq, err = dev.NewCQ(1024); err != nil {
-		t.Fatal(err)
-	}
-	if e.qp, err = dev.NewQP(QPConfig{PD: e.pd, SendCQ: e.scq, RecvCQ: e.rcq}); err != nil {
-		t.Fatal(err)
-	}
-	if e.m, err = mem.Anonymous(testBuf); err != nil {
-		t.Fatal(err)
-	}
-	if e.mr, err = dev.Register(e.pd, e.m, 0, testBuf, mem.LocalWrite|mem.RemoteWrite|mem.RemoteRead|mem.RemoteInvalidate); err != nil {
-		t.Fatal(err)
-	}
-	e.buf = e.mr.Bytes()
-	t.Cleanup(e.close)
-	return e
+	return newSizedEnd(t, name, dev, testBuf)
 }
 
 func (e *end) close() {
@@ -74,34 +50,7 @@ func (e *end) sge(off, n int) SGE { return SGEOf(e.mr, off, n) }
 // connect connects a fresh pair of ends through a loopback Listener.
 func connect(t testing.TB, icfg, rcfg ConnConfig) (ini, resp *end) {
 	t.Helper()
-	ini, resp = newEnd(t, "initiator", nil), newEnd(t, "responder", nil)
-	ln, err := resp.dev.Listen("tcp", "127.0.0.1:0", rcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	accepted := make(chan error, 1)
-	go func() {
-		req, err := ln.Accept(ctx)
-		if err != nil {
-			accepted <- err
-			return
-		}
-		accepted <- req.Accept(resp.qp, []byte("welcome"))
-	}()
-	pd, err := ini.qp.Connect(ctx, "tcp", ln.Addr().String(), icfg)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	if string(pd) != "welcome" {
-		t.Fatalf("reply private data %q", pd)
-	}
-	if err := <-accepted; err != nil {
-		t.Fatalf("accept: %v", err)
-	}
-	return ini, resp
+	return pair(t, testBuf, icfg, rcfg)
 }
 
 // wait polls cq until one completion arrives.

@@ -37,7 +37,9 @@ func newSizedEnd(t testing.TB, name string, dev *Device, size int) *end {
 	if dev == nil {
 		dev = NewDevice(0)
 	}
-	e := &end{t: t, dev: dev, pd: dev.AllocPD(), name: name}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	e := &end{t: t, dev: dev, pd: dev.AllocPD(), name: name, ctx: ctx}
 	var err error
 	if e.scq, err = dev.NewCQ(1024); err != nil {
 		t.Fatal(err)
@@ -249,18 +251,7 @@ func dialRaw(t testing.TB, addr string, cfg mpa.StartupConfig, rcvbuf int) *rawP
 	if _, err := p.c.Write(frame); err != nil {
 		t.Fatal(err)
 	}
-	buf := make([]byte, mpa.MaxStartupFrame)
-	if _, err := io.ReadFull(p.c, buf[:mpa.StartupHeaderLen]); err != nil {
-		t.Fatalf("raw peer: MPA Reply: %v", err)
-	}
-	pdLen, err := mpa.ParseStartupHeader(buf, mpa.Reply, mpa.MaxPrivateData)
-	if err != nil {
-		t.Fatalf("raw peer: MPA Reply: %v", err)
-	}
-	if _, err := io.ReadFull(p.c, buf[mpa.StartupHeaderLen:mpa.StartupHeaderLen+pdLen]); err != nil {
-		t.Fatalf("raw peer: MPA Reply: %v", err)
-	}
-	reply, err := mpa.ParseStartup(buf[:mpa.StartupHeaderLen+pdLen], mpa.Reply, mpa.MaxPrivateData)
+	reply, err := readStartup(p.c, mpa.Reply)
 	if err != nil {
 		t.Fatalf("raw peer: MPA Reply: %v", err)
 	}
