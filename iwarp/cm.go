@@ -121,6 +121,12 @@ func (q *QP) Connect(ctx context.Context, network, addr string, cfg ConnConfig) 
 
 // attach puts the QP in Full Operation over tc.
 func (q *QP) attach(tc *net.TCPConn, neg mpa.Negotiated, emss int) error {
+	// No Nagle: FPDUs go out as the sender hands them over, so that TCP
+	// segments start at FPDU boundaries (RFC 5044 5.1). Go's default, made
+	// explicit.
+	if err := tc.SetNoDelay(true); err != nil {
+		return err
+	}
 	s, err := newSock(tc)
 	if err != nil {
 		return err
