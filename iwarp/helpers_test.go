@@ -56,13 +56,11 @@ func connect(t testing.TB, icfg, rcfg ConnConfig) (ini, resp *end) {
 // wait polls cq until one completion arrives.
 func (e *end) wait(cq *CQ) WC {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	for {
 		if n := cq.Poll(e.wcs[:1]); n == 1 {
 			return e.wcs[0]
 		}
-		if err := cq.Wait(ctx, false); err != nil {
+		if err := cq.Wait(e.ctx, false); err != nil {
 			e.t.Fatalf("%s: waiting for a completion: %v (QP %v, err %v)", e.name, err, e.qp.State(), e.qp.Err())
 		}
 	}

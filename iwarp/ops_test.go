@@ -117,3 +117,37 @@ func TestMPAModes(t *testing.T) {
 		}
 	}
 }
+
+// The data path allocates nothing per operation, on either side: posting,
+// framing, writev, deframing, placement, completion.
+func TestDataPathAllocatesNothing(t *testing.T) {
+	ini, resp := connect(t, ConnConfig{}, ConnConfig{})
+	write := &SendWR{ID: 1, Op: OpWrite, SGL: []SGE{ini.sge(0, 64<<10)}, RemoteSTag: resp.mr.STag(), RemoteTO: resp.mr.BaseTO()}
+	read := &SendWR{ID: 2, Op: OpRead, SGL: []SGE{ini.sge(1<<20, 64<<10)}, RemoteSTag: resp.mr.STag(), RemoteTO: resp.mr.BaseTO()}
+	send := &SendWR{ID: 3, Op: OpSend, SGL: []SGE{ini.sge(0, 4096)}}
+	recv := &RecvWR{ID: 4, SGL: []SGE{resp.sge(2<<20, 4096)}}
+	round := func() {
+		if err := resp.qp.PostRecv(recv); err != nil {
+			t.Fatal(err)
+		}
+		for _, wr := range []*SendWR{write, read, send} {
+			if err := ini.qp.PostSend(wr); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 3 {
+			if wc := ini.wait(ini.scq); wc.Status != StatusSuccess {
+				t.Fatalf("%+v", wc)
+			}
+		}
+		if wc := resp.wait(resp.rcq); wc.Status != StatusSuccess {
+			t.Fatalf("%+v", wc)
+		}
+	}
+	for range 50 { // warm up: EMSS growth, buffers, goroutine stacks
+		round()
+	}
+	if a := testing.AllocsPerRun(200, round); a > 0 {
+		t.Fatalf("%v allocations per Write+Read+Send round", a)
+	}
+}
