@@ -1,7 +1,7 @@
 # ddpstore: software iWARP (MPA/DDP/RDMAP) storage transport.
 #
 #   make run     build and run the demo on its embedded default
-#   make test    vet, then every unit and integration test with -race (what CI runs)
+#   make test    vet, every unit and integration test with -race, allocation checks (what CI runs)
 #   make bench   benchmarks, results in out/bench.txt
 #   make fuzz    every fuzz target for FUZZTIME each (default 60s)
 #   make lint    gofmt, go vet, staticcheck
@@ -36,6 +36,8 @@ check:
 	$(GO) vet ./...
 
 test: check
+	@# Allocation checks without -race first (it makes sync.Pool allocate).
+	$(GO) test -count=1 -run 'Alloc' ./...
 	$(GO) test -race -count=1 -timeout $(TESTTIMEOUT) ./...
 
 bench:
