@@ -19,12 +19,10 @@ const foldMin = 256
 // "Fast CRC Computation for Generic Polynomials Using PCLMULQDQ"), more
 // than twice as fast as the CRC32 instruction: MPA computes a CRC over every
 // octet it sends and receives, so this is much of the cost of a transfer.
-// The tail of fewer than 64 octets goes through hash/crc32.
+// Shorter buffers go through hash/crc32.
 func crcUpdate(sum uint32, b []byte) uint32 {
 	if haveFold && len(b) >= foldMin {
-		n := len(b) &^ 63
-		sum = fold(^sum, b[:n])
-		b = b[n:]
+		return fold(^sum, b)
 	}
 	return crc32.Update(sum, castagnoli, b)
 }

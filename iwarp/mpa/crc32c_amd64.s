@@ -99,14 +99,33 @@ lanes:
 	VPXOR X5, X4, X4            // lane 0^1^2
 	VEXTRACTI32X4 $3, Z3, X5
 	VPXOR X5, X4, X4            // ^ lane 3
-	// The CRC of the lane from a zero register is the CRC of all of p
-	// from reg: two CRC32 instructions, and the final inversion.
+	// The CRC of the lane from a zero register is the CRC of everything
+	// folded from reg: two CRC32 instructions. The tail (under 64 octets)
+	// follows with CRC32 eight octets, then one octet, at a time.
 	VMOVQ X4, AX
 	VPEXTRQ $1, X4, BX
 	VZEROUPPER
 	XORL DX, DX
 	CRC32Q AX, DX
 	CRC32Q BX, DX
+
+tail8:
+	CMPQ CX, $8
+	JB tail1
+	CRC32Q (SI), DX
+	ADDQ $8, SI
+	SUBQ $8, CX
+	JMP tail8
+
+tail1:
+	TESTQ CX, CX
+	JZ done
+	CRC32B (SI), DX
+	INCQ SI
+	DECQ CX
+	JMP tail1
+
+done:
 	NOTL DX
 	MOVL DX, ret+32(FP)
 	RET
