@@ -172,7 +172,12 @@ type Negotiated struct {
 // with the Responder's negotiated IRD and ORD, flag A when the peer-to-peer
 // model is accepted, and exactly the chosen RTR type.
 func (n *Negotiated) Reply(reject bool, pd []byte) Startup {
-	f := Startup{Kind: Reply, M: n.m, C: n.c, R: reject, Rev: n.Rev, PrivateData: pd}
+	// C: this end's preference, and set whenever CRCs will be used anyway
+	// (the Request had C): "When this bit is '1' in either ... CRCs MUST be
+	// generated and checked by both endpoints" (7.1.1), so the Reply says
+	// nothing new, but Linux siw as Initiator with mpa_crc_required refuses
+	// a Reply with C clear even then, as it does not recompute the outcome.
+	f := Startup{Kind: Reply, M: n.m, C: n.c || n.CRC, R: reject, Rev: n.Rev, PrivateData: pd}
 	if f.Rev == Rev2 {
 		f.Enhanced = true
 		f.IRDORD = IRDORD{IRD: n.IRD, ORD: n.ORD, PeerToPeer: n.PeerToPeer, RTR: n.RTR}

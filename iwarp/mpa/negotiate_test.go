@@ -52,7 +52,8 @@ func TestNegotiateMarkersAndCRC(t *testing.T) {
 			ini := StartupConfig{Markers: iM, NoCRC: !iC}
 			res := StartupConfig{Markers: rM, NoCRC: !rC}
 
-			// The frames carry each side's own M and C.
+			// The Request carries the Initiator's own M and C; the Reply
+			// the Responder's M, and C set when CRCs are in use either way.
 			req := ini.Request(nil)
 			if req.M != iM || req.C != iC {
 				t.Fatalf("Request M %v C %v", req.M, req.C)
@@ -61,7 +62,7 @@ func TestNegotiateMarkersAndCRC(t *testing.T) {
 			if errI != nil || errR != nil {
 				t.Fatalf("errors %v, %v", errI, errR)
 			}
-			if rep := nr.Reply(false, nil); rep.M != rM || rep.C != rC {
+			if rep := nr.Reply(false, nil); rep.M != rM || rep.C != (rC || iC) {
 				t.Fatalf("Reply M %v C %v", rep.M, rep.C)
 			}
 			// Each end's transmit Markers follow the peer's M bit.
