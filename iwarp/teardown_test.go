@@ -654,3 +654,26 @@ func settle(t *testing.T, goroutines, fds int) (int, int) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// An Initiator that closes (FIN) after the MPA Reply and before any FPDU
+// ends the connection gracefully: the Responder, still waiting for a first
+// FPDU to speak (RFC 5044 7.1.2 rule 4), answers with its own FIN, and its
+// QP finishes with posted receives flushed. (Linux siw closes like this
+// when it dislikes a Reply.)
+func TestResponderPeerClosesBeforeFirstFPDU(t *testing.T) {
+	e, p := rawPair(t, 1<<16, ConnConfig{}, rawConfig, 0)
+	if err := e.qp.PostRecv(&RecvWR{ID: 5, SGL: []SGE{e.sge(0, 64)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.c.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, e.name, e.qp)
+	if err := e.qp.Err(); err != nil {
+		t.Errorf("Err() = %v, want nil for a graceful close", err)
+	}
+	expectWCs(t, e.name, collect(t, e.rcq), map[uint64]Status{5: StatusFlushed})
+	if _, err := p.next(); !errors.Is(err, io.EOF) {
+		t.Errorf("the raw peer read %v, want the Responder's FIN", err)
+	}
+}

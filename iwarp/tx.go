@@ -58,12 +58,20 @@ func (c *conn) txLoop() {
 	}
 	// RFC 5044 7.1.2 rule 4: the Responder sends nothing, not even a
 	// Marker, before it has received a valid FPDU.
-	if c.neg.Role == mpa.Responder {
+	// A peer that closes before sending one ends the connection
+	// gracefully: answer its FIN with ours.
+	for waiting := c.neg.Role == mpa.Responder; waiting; {
 		select {
 		case <-c.firstRx:
+			waiting = false
 		case <-c.stop:
 			t.sendTerminate()
 			return
+		case <-q.kick:
+			if c.graceful.Load() {
+				c.s.tc.CloseWrite()
+				return
+			}
 		}
 	}
 	if c.neg.Role == mpa.Initiator && c.neg.PeerToPeer {
