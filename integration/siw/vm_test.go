@@ -7,11 +7,15 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 )
 
 // TestSiwInterop boots the vmlab guest (building it first when it is
 // missing) and runs this package's TestGuest* tests inside it, against the
-// guest kernel's siw.
+// guest kernel's siw. Each guest scenario captures its TCP port on the
+// guest's lo into the shared directory; after the VM exits, the captures are
+// decoded here with tshark (pcap_test.go). Set SIW_PCAP_KEEP to a directory
+// that does not exist yet to keep them.
 func TestSiwInterop(t *testing.T) {
 	if os.Getenv("VMLAB_GUEST") == "1" {
 		t.Skip("inside the guest: the TestGuest* tests run here")
@@ -40,17 +44,27 @@ func TestSiwInterop(t *testing.T) {
 		"./siw.test", "-test.v", "-test.run", "^TestGuest")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
 	err := cmd.Run()
-	t.Logf("guest output:\n%s", out.String())
+	t.Logf("guest output (%.0f s):\n%s", time.Since(start).Seconds(), out.String())
 	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 125 && bytes.Contains(out.Bytes(), []byte("qemu")) {
 		t.Skipf("qemu could not run the guest: %s", out.String())
 	}
+	if keep := os.Getenv("SIW_PCAP_KEEP"); keep != "" {
+		if cerr := os.CopyFS(keep, os.DirFS(filepath.Join(dir, pcapDir))); cerr != nil {
+			t.Errorf("keeping the captures in %s: %v", keep, cerr)
+		} else {
+			t.Logf("captures kept in %s (decode them again with SIW_PCAP_DIR=%s -run TestSiwCaptures)", keep, keep)
+		}
+	}
 	if err != nil {
-		t.Fatalf("guest tests: %v", err)
+		t.Errorf("guest tests: %v", err)
+	} else if !bytes.Contains(out.Bytes(), []byte("--- PASS: TestGuest")) {
+		t.Error("no guest test passed")
 	}
-	if !bytes.Contains(out.Bytes(), []byte("--- PASS: TestGuest")) {
-		t.Fatal("no guest test passed")
-	}
+	// The captures are decoded whatever the guest's verdict: they show what
+	// went over the wire.
+	checkCaptures(t, dir)
 }
 
 // findVMLab locates ../shared/vmlab beside the repository.
