@@ -245,6 +245,10 @@ func startCapture(t *testing.T, meta captureMeta) *capture {
 	t.Cleanup(c.stop)
 	select {
 	case <-ready:
+		// "listening on" can precede the capture's first packet by a
+		// moment under TCG; a connection's MPA Request missed here leaves
+		// tshark's MPA heuristic nothing to recognise the stream by.
+		time.Sleep(500 * time.Millisecond)
 	case <-p.done:
 		t.Fatalf("tcpdump exited: %v\n%s", p.err, p.out.String())
 	case <-time.After(10 * time.Second):
