@@ -27,11 +27,6 @@ type end struct {
 
 const testBuf = 32 << 20
 
-func newEnd(t testing.TB, name string, dev *Device) *end {
-	t.Helper()
-	return newSizedEnd(t, name, dev, testBuf)
-}
-
 func (e *end) close() {
 	e.qp.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

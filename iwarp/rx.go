@@ -445,7 +445,7 @@ func (r *rx) placeSend(h ddp.Header, op rdmap.Opcode) error {
 		}
 	}
 	if err != nil {
-		pe := &protoError{err: rdmap.ErrorOf(err), cause: fmt.Errorf("Send MSN %d MO %d length %d: %w", h.MSN(), h.MO(), r.payload, err)}
+		pe := &protoError{err: rdmap.ErrorOf(err), cause: fmt.Errorf("a Send of MSN %d MO %d length %d: %w", h.MSN(), h.MO(), r.payload, err)}
 		var de ddp.Error
 		errors.As(err, &de)
 		if de == ddp.ErrMessageTooLong || de == ddp.ErrInvalidMO {
@@ -620,7 +620,7 @@ func (r *rx) endSegment() error {
 			if op.Invalidates() {
 				stag := mem.STag(rdmap.InvalidateSTag(h))
 				if f := r.q.dev.mem.RemoteInvalidate(stag, r.q.pd); f != mem.FaultNone {
-					return &protoError{err: invalidateError(f), cause: fmt.Errorf("Send with Invalidate of STag %#x: %v", uint32(stag), f)}
+					return &protoError{err: invalidateError(f), cause: fmt.Errorf("invalidating STag %#x for a Send with Invalidate: %v", uint32(stag), f)}
 				}
 				st.inv = stag
 			}

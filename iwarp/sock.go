@@ -96,20 +96,6 @@ func (s *sock) doRead(fd uintptr) bool {
 	return true
 }
 
-// readFull reads until every octet of bufs is filled.
-func (s *sock) readFull(bufs [][]byte) error {
-	for {
-		n, err := s.readv(bufs)
-		if err != nil {
-			return err
-		}
-		bufs = advance(bufs, n)
-		if len(bufs) == 0 {
-			return nil
-		}
-	}
-}
-
 // writev writes every octet of bufs, in as few system calls as it can. bufs
 // is consumed (its slices are advanced in place).
 func (s *sock) writev(bufs [][]byte) error {
