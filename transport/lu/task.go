@@ -1,0 +1,162 @@
+package lu
+
+import (
+	"reflect"
+
+	"github.com/ddpstore/ddpstore/transport/iscsi"
+	"github.com/gostor/gotgt/pkg/api"
+	gscsi "github.com/gostor/gotgt/pkg/scsi"
+	log "github.com/sirupsen/logrus"
+)
+
+// MaxSense is the most sense octets a Task reports: with the 2-octet
+// SenseLength they fill the 128-octet data segment that the Linux iSER
+// initiator's receive buffers allow a SCSI Response.
+const MaxSense = 126
+
+// Task is one SCSI command's execution: gotgt's command record, preallocated
+// buffers and the results. A Task is reused from command to command, so
+// executing READ and WRITE allocates nothing.
+type Task struct {
+	cmd   api.SCSICommand
+	in    api.SCSIDataBuffer
+	out   api.SCSIDataBuffer
+	nexus api.ITNexusLuInfo
+	cdb   [16]byte
+	sense [MaxSense]byte
+
+	// Status is the SAM status (api.SAM_STAT_*).
+	Status byte
+	// Sense is the sense data of a CHECK CONDITION, or empty.
+	Sense []byte
+	// DataIn is the data-in the command produced: a slice of the LU's store
+	// (FromStore) or of the caller's inBuf.
+	DataIn []byte
+	// FromStore: DataIn is octets [StoreOffset, StoreOffset+len) of LU's
+	// store mapping, to be sent without a copy.
+	FromStore   bool
+	StoreOffset int64
+	LU          *LU
+}
+
+// NeedsInBuffer reports whether a command with this CDB needs a data-in
+// buffer from the caller: every command but READ, whose data comes straight
+// from the store.
+func NeedsInBuffer(cdb []byte) bool { return len(cdb) == 0 || !isRead(cdb[0]) }
+
+// IsWrite reports whether the CDB is a WRITE whose data-out goes to the
+// store.
+func IsWrite(cdb []byte) bool { return len(cdb) > 0 && isWrite(cdb[0]) }
+
+// Execute runs the command cdb on LUN lun. out holds its data-out octets
+// (nil when none): exactly what the initiator sent. Data-in of a command
+// that is not a READ is written into inBuf, which the caller sizes to the
+// command's expected data transfer length. Results are in task.
+func (t *Target) Execute(task *Task, lun iscsi.LUN, cdb, out, inBuf []byte) {
+	task.Status, task.Sense, task.DataIn, task.FromStore, task.StoreOffset, task.LU = api.SAM_STAT_GOOD, nil, nil, false, 0, nil
+	if len(cdb) == 0 || len(cdb) > len(task.cdb) {
+		task.setSense(gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_FIELD_IN_CDB)
+		return
+	}
+	c := &task.cmd
+	*c = api.SCSICommand{}
+	n := copy(task.cdb[:], cdb)
+	clear(task.cdb[n:])
+	c.SCB = task.cdb[:]
+	c.SCBLength = n
+	c.OpCode = cdb[0]
+	c.Target = &t.t
+	c.RelTargetPortID = 1
+	task.in = api.SCSIDataBuffer{Buffer: inBuf, Length: uint32(len(inBuf))}
+	c.InSDBBuffer = &task.in
+	if out != nil {
+		task.out = api.SCSIDataBuffer{Buffer: out, Length: uint32(len(out)), TransferLength: uint32(len(out))}
+		c.OutSDBBuffer = &task.out
+	}
+	task.nexus = api.ITNexusLuInfo{}
+	c.ITNexusLuInfo = &task.nexus
+	lun.Put(c.Lun[:])
+
+	num, err := lun.Number()
+	var l *LU
+	var ops []gscsi.SCSIDeviceOperation
+	if err == nil {
+		l = t.luns[num]
+	}
+	if l == nil {
+		// SPC-4 4.6.5: INQUIRY and REPORT LUNS work on any LUN; anything
+		// else to a LUN that is not there is LOGICAL UNIT NOT SUPPORTED.
+		switch api.SCSICommandType(cdb[0]) {
+		case api.INQUIRY, api.REPORT_LUNS, api.REQUEST_SENSE:
+			c.Device, ops = t.lun0, t.ops0
+		default:
+			task.setSense(gscsi.ILLEGAL_REQUEST, gscsi.ASC_LUN_NOT_SUPPORTED)
+			return
+		}
+	} else {
+		c.Device, ops = l.sl, l.ops
+		task.nexus.Lu = l.sl
+		task.nexus.ID = uint64(num)
+	}
+	clear(inBuf)
+	stat := t.perform(c, ops)
+	task.Status = stat.Stat
+	if stat.Stat == api.SAM_STAT_CHECK_CONDITION {
+		if c.SenseBuffer != nil && len(c.SenseBuffer.Buffer) >= 14 {
+			task.Sense = task.sense[:copy(task.sense[:], c.SenseBuffer.Buffer)]
+		} else {
+			// gotgt truncates sense to the CDB's allocation length; keep
+			// at least the sense key it recorded in Result.
+			task.setSense(c.Result, 0)
+		}
+	}
+	if stat.Stat != api.SAM_STAT_GOOD {
+		return
+	}
+	if l != nil && isRead(cdb[0]) {
+		task.DataIn, task.FromStore, task.LU = c.InSDBBuffer.Buffer, true, l
+		task.StoreOffset = int64(c.Offset)
+		return
+	}
+	// gotgt sets Resid to the length of the data it produced for some
+	// commands only; otherwise the whole (zeroed) buffer is the data.
+	task.DataIn = inBuf
+	if r := int(c.InSDBBuffer.Resid); r > 0 && r < len(inBuf) {
+		task.DataIn = inBuf[:r]
+	}
+}
+
+// perform runs gotgt's function for the opcode; a panic in it is answered
+// with CHECK CONDITION, HARDWARE ERROR rather than taking the target down.
+func (t *Target) perform(c *api.SCSICommand, ops []gscsi.SCSIDeviceOperation) (stat api.SAMStat) {
+	defer func() {
+		if r := recover(); r != nil {
+			log.WithField("target", t.t.Name).Errorf("lu: gotgt panicked on opcode %#02x: %v", c.SCB[0], r)
+			stat = checkCondition(c, gscsi.HARDWARE_ERROR, gscsi.ASC_INTERNAL_TGT_FAILURE)
+		}
+	}()
+	op := c.SCB[0]
+	if int(op) >= len(ops) || ops[op].CommandPerformFunc == nil || isIllegalOp(ops[op].CommandPerformFunc) {
+		return checkCondition(c, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_OP_CODE)
+	}
+	c.State = api.SCSICommandProcessed
+	return ops[op].CommandPerformFunc(0, c)
+}
+
+// isIllegalOp reports whether fn is gotgt's handler of unsupported
+// opcodes, whose sense data gotgt truncates to the CDB's allocation length.
+func isIllegalOp(fn api.CommandFunc) bool {
+	return reflect.ValueOf(fn).Pointer() == illegalOpPC
+}
+
+var illegalOpPC = reflect.ValueOf(api.CommandFunc(gscsi.SPCIllegalOp)).Pointer()
+
+// setSense fails the task with CHECK CONDITION and fixed-format sense data
+// (SPC-4 4.5.3) of key and additional sense code asc.
+func (task *Task) setSense(key byte, asc gscsi.SCSISubError) {
+	s := task.sense[:18]
+	clear(s)
+	s[0], s[2], s[7] = 0x70, key, 10
+	s[12], s[13] = byte(asc>>8), byte(asc)
+	task.Status, task.Sense = api.SAM_STAT_CHECK_CONDITION, s
+}
