@@ -2,8 +2,10 @@ package iwarp
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"testing"
+	"time"
 )
 
 func fill(b []byte, seed byte) {
@@ -152,5 +154,66 @@ func TestDataPathAllocatesNothing(t *testing.T) {
 	}
 	if a := testing.AllocsPerRun(200, round); a > 0 {
 		t.Fatalf("%v allocations per Write+Read+Send round", a)
+	}
+}
+
+// TestRepostOnCompletion: an application that posts a receive again as soon
+// as it polls a receive completion, with its receive queue full, always
+// finds room (the slot is free before the completion is visible).
+func TestRepostOnCompletion(t *testing.T) {
+	ini, resp := pair(t, 1<<20, ConnConfig{}, ConnConfig{})
+	const depth, sends = 256, 4000
+	for i := 0; i < depth; i++ {
+		if err := resp.qp.PostRecv(&RecvWR{ID: uint64(i), SGL: []SGE{SGEOf(resp.mr, i*64, 64)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	credits := make(chan struct{}, depth) // one per posted receive
+	for i := 0; i < depth; i++ {
+		credits <- struct{}{}
+	}
+	errc := make(chan error, 1)
+	go func() {
+		for i := 0; i < sends; i++ {
+			<-credits
+			for {
+				err := ini.qp.PostSend(&SendWR{ID: uint64(i), Op: OpSend, SGL: []SGE{SGEOf(ini.mr, 0, 8)}})
+				if err == nil {
+					break
+				}
+				if err != ErrQueueFull {
+					errc <- err
+					return
+				}
+				var wcs [64]WC
+				ini.scq.Poll(wcs[:])
+			}
+		}
+		errc <- nil
+	}()
+	var wcs [64]WC
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for got := 0; got < sends; {
+		n := resp.rcq.Poll(wcs[:])
+		if n == 0 {
+			if err := resp.rcq.Wait(ctx, false); err != nil {
+				t.Fatalf("after %d receives: %v", got, err)
+			}
+			continue
+		}
+		for _, wc := range wcs[:n] {
+			if wc.Status != StatusSuccess {
+				t.Fatalf("receive %d: %v", got, wc.Status)
+			}
+			if err := resp.qp.PostRecv(&RecvWR{ID: wc.WRID, SGL: []SGE{SGEOf(resp.mr, int(wc.WRID)*64, 64)}}); err != nil {
+				t.Fatalf("repost after receive %d: %v", got, err)
+			}
+			credits <- struct{}{}
+			got++
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -696,9 +696,12 @@ func (r *rx) deliverRecvs() {
 		if !st.done {
 			return
 		}
-		r.q.pushRecv(WC{WRID: rq.slots[h&rq.mask].id, Op: WCRecv, ByteLen: st.length, Invalidated: st.inv, Solicited: st.solicited})
+		wc := WC{WRID: rq.slots[h&rq.mask].id, Op: WCRecv, ByteLen: st.length, Invalidated: st.inv, Solicited: st.solicited}
 		*st = recvResult{}
+		// Free the slot before the completion is visible: an application
+		// that reposts as it polls must find room (verbs semantics).
 		rq.head.Store(h + 1)
 		r.recvMSN++
+		r.q.pushRecv(wc)
 	}
 }
