@@ -174,8 +174,10 @@ func TestRepostOnCompletion(t *testing.T) {
 	}
 	errc := make(chan error, 1)
 	go func() {
+		var swcs [64]WC
 		for i := 0; i < sends; i++ {
 			<-credits
+			ini.scq.Poll(swcs[:]) // keep the send CQ from overrunning
 			for {
 				err := ini.qp.PostSend(&SendWR{ID: uint64(i), Op: OpSend, SGL: []SGE{SGEOf(ini.mr, 0, 8)}})
 				if err == nil {
