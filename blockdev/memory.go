@@ -12,7 +12,8 @@ type Memory struct {
 	m *mem.Mapping
 }
 
-// NewMemory returns a zeroed memory store of size octets.
+// NewMemory returns a zeroed memory store of size octets. Memory is taken
+// as blocks are first written or read.
 func NewMemory(size int64) (*Memory, error) {
 	if size <= 0 || size%BlockSize != 0 {
 		return nil, fmt.Errorf("blockdev: memory store size %d is not a positive multiple of %d", size, BlockSize)
@@ -20,7 +21,7 @@ func NewMemory(size int64) (*Memory, error) {
 	if int64(int(size)) != size {
 		return nil, fmt.Errorf("blockdev: memory store size %d too large for this platform", size)
 	}
-	m, err := mem.Anonymous(int(size))
+	m, err := mem.AnonymousLazy(int(size))
 	if err != nil {
 		return nil, fmt.Errorf("blockdev: memory store of %d octets: %w", size, err)
 	}

@@ -24,7 +24,15 @@ type Mapping struct {
 // Anonymous maps size bytes of zeroed private memory, asks for transparent
 // huge pages (where the kernel has them) and faults every page in now so that
 // placement never page-faults on the data path.
-func Anonymous(size int) (*Mapping, error) {
+func Anonymous(size int) (*Mapping, error) { return anonymous(size, true) }
+
+// AnonymousLazy is Anonymous without faulting the pages in: memory is
+// taken as it is first touched, for large regions that may stay mostly
+// unused (a memory LUN, a staging pool). Placement into a page touched for
+// the first time takes a page fault.
+func AnonymousLazy(size int) (*Mapping, error) { return anonymous(size, false) }
+
+func anonymous(size int, prefault bool) (*Mapping, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("mem: anonymous mapping of %d bytes: %w", size, ErrSize)
 	}
@@ -37,6 +45,9 @@ func Anonymous(size int) (*Mapping, error) {
 	if err := unix.Madvise(b, unix.MADV_HUGEPAGE); err != nil && err != unix.EINVAL {
 		unix.Munmap(b)
 		return nil, fmt.Errorf("mem: madvise(MADV_HUGEPAGE) %d bytes: %w", size, err)
+	}
+	if !prefault {
+		return &Mapping{data: b, name: "anonymous", writable: true}, nil
 	}
 	if err := populate(b); err != nil {
 		unix.Munmap(b)
