@@ -1,0 +1,308 @@
+// Package iserconn is one iSER connection's plumbing, shared by the target
+// and the initiator: a queue pair with its protection domain and completion
+// queue, the registered buffers that iSCSI PDUs are received into and sent
+// from (each Send is one iSER header, one BHS and a data segment, RFC 7145
+// section 9.1), and the loop that waits for completions.
+package iserconn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ddpstore/ddpstore/iwarp"
+	"github.com/ddpstore/ddpstore/iwarp/mem"
+	"github.com/ddpstore/ddpstore/transport/iscsi"
+	"github.com/ddpstore/ddpstore/transport/iser"
+)
+
+// Overhead is the octets in front of a PDU's data segment in a Send: the
+// iSER header and the BHS (no AHS: neither side sends one).
+const Overhead = iser.HeaderLen + iscsi.BHSLen
+
+// Config sizes a connection's buffers.
+type Config struct {
+	// RecvSlots receive buffers of Overhead+RecvData octets are posted.
+	RecvSlots, RecvData int
+	// SendSlots send buffers of Overhead+SendData octets.
+	SendSlots, SendData int
+	// SendWRs bounds the send queue (Sends, RDMA Writes and Reads).
+	SendWRs int
+	// Extra is an application region registered with the connection's PD
+	// (the initiator's data buffers, the target's WRITE staging): Extra
+	// octets of lazily faulted memory with ExtraAccess.
+	Extra       int
+	ExtraAccess mem.Access
+}
+
+// Work request IDs carry their kind in the top byte.
+const (
+	kindShift = 56
+	kindRecv  = 1
+	kindSend  = 2 // a PDU Send; low bits: send slot
+	kindUser  = 3 // the application's RDMA Reads and Writes
+)
+
+// UserID tags an application work request ID so that Loop hands its
+// completion to Handler.Completed. id must fit in 56 bits.
+func UserID(id uint64) uint64 { return kindUser<<kindShift | id&(1<<kindShift-1) }
+
+// Conn is one iSER connection's QP and buffers.
+type Conn struct {
+	Dev *iwarp.Device
+	PD  mem.PD
+	QP  *iwarp.QP
+	CQ  *iwarp.CQ
+
+	rx, tx, extra       *mem.Mapping
+	rxMR, txMR, extraMR *mem.MR
+	recvLen, sendLen    int
+	cfg                 Config
+	wcs                 [64]iwarp.WC
+	closed              bool
+}
+
+// New creates the connection's PD, CQ and QP on dev, registers its
+// buffers and posts every receive, ready for Connect or Accept.
+func New(dev *iwarp.Device, cfg Config) (c *Conn, err error) {
+	if cfg.RecvSlots <= 0 || cfg.SendSlots <= 0 || cfg.RecvData < 0 || cfg.SendData < 0 {
+		return nil, fmt.Errorf("iserconn: bad buffer config %+v", cfg)
+	}
+	if cfg.SendWRs < cfg.SendSlots {
+		cfg.SendWRs = cfg.SendSlots
+	}
+	c = &Conn{Dev: dev, PD: dev.AllocPD(), cfg: cfg,
+		recvLen: Overhead + cfg.RecvData, sendLen: Overhead + cfg.SendData}
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+	if c.CQ, err = dev.NewCQ(cfg.RecvSlots + cfg.SendWRs); err != nil {
+		return nil, err
+	}
+	if c.QP, err = dev.NewQP(iwarp.QPConfig{PD: c.PD, SendCQ: c.CQ, RecvCQ: c.CQ,
+		MaxSendWR: cfg.SendWRs, MaxRecvWR: cfg.RecvSlots}); err != nil {
+		return nil, err
+	}
+	if c.rx, c.rxMR, err = c.region(cfg.RecvSlots*c.recvLen, mem.LocalWrite, true); err != nil {
+		return nil, err
+	}
+	if c.tx, c.txMR, err = c.region(cfg.SendSlots*c.sendLen, 0, true); err != nil {
+		return nil, err
+	}
+	if cfg.Extra > 0 {
+		if c.extra, c.extraMR, err = c.region(cfg.Extra, cfg.ExtraAccess, false); err != nil {
+			return nil, err
+		}
+	}
+	for i := 0; i < cfg.RecvSlots; i++ {
+		if err = c.postRecv(i); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (c *Conn) region(n int, acc mem.Access, prefault bool) (*mem.Mapping, *mem.MR, error) {
+	var m *mem.Mapping
+	var err error
+	if prefault {
+		m, err = mem.Anonymous(n)
+	} else {
+		m, err = mem.AnonymousLazy(n)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	mr, err := c.Dev.Register(c.PD, m, 0, n, acc)
+	if err != nil {
+		m.Close()
+		return nil, nil, err
+	}
+	return m, mr, nil
+}
+
+func (c *Conn) postRecv(slot int) error {
+	return c.QP.PostRecv(&iwarp.RecvWR{ID: kindRecv<<kindShift | uint64(slot),
+		SGL: []iwarp.SGE{iwarp.SGEOf(c.rxMR, slot*c.recvLen, c.recvLen)}})
+}
+
+// ExtraMR returns the application region (nil when Config.Extra is 0).
+func (c *Conn) ExtraMR() *mem.MR { return c.extraMR }
+
+// SendSlots returns the number of send buffers.
+func (c *Conn) SendSlots() int { return c.cfg.SendSlots }
+
+// SendBuf returns send buffer slot: the iSER header goes at [0, 28), the
+// BHS at [28, 76), the data segment after.
+func (c *Conn) SendBuf(slot int) []byte {
+	b := c.txMR.Bytes()
+	return b[slot*c.sendLen : (slot+1)*c.sendLen]
+}
+
+// Post posts an application RDMA Write or Read of one local SGE, whose
+// completion Loop hands to Handler.Completed with id.
+func (c *Conn) Post(op iwarp.Opcode, id uint64, local iwarp.SGE, stag mem.STag, to uint64) error {
+	sgl := [1]iwarp.SGE{local}
+	return c.QP.PostSend(&iwarp.SendWR{ID: UserID(id), Op: op, SGL: sgl[:], RemoteSTag: stag, RemoteTO: to})
+}
+
+// PostPDU sends the first n octets of send buffer slot as one Send, with
+// Invalidate of inv when it is not 0 (RFC 7145 section 7.3.5), and a
+// completion that Loop reports as a send-slot release.
+func (c *Conn) PostPDU(slot, n int, inv mem.STag) error {
+	if n > c.sendLen {
+		return fmt.Errorf("iserconn: PDU of %d octets exceeds the %d-octet send buffer", n, c.sendLen)
+	}
+	sgl := [1]iwarp.SGE{iwarp.SGEOf(c.txMR, slot*c.sendLen, n)}
+	wr := iwarp.SendWR{ID: kindSend<<kindShift | uint64(slot), Op: iwarp.OpSend, SGL: sgl[:]}
+	if inv != 0 {
+		wr.Op, wr.InvalidateSTag = iwarp.OpSendInv, inv
+	}
+	return c.QP.PostSend(&wr)
+}
+
+// Handler receives what Loop polls.
+type Handler interface {
+	// PDU is a received iSER message (header, BHS, data segment). msg is
+	// valid until PDU returns; its receive is posted again after.
+	PDU(msg []byte) error
+	// SendDone reports that send buffer slot may be reused.
+	SendDone(slot int, st iwarp.Status)
+	// Completed reports an application work request tagged with UserID.
+	Completed(id uint64, wc *iwarp.WC)
+	// Idle is called when the CQ is empty, before Loop sleeps: the place
+	// to post work that waited for resources.
+	Idle() error
+}
+
+// ErrStopped is returned by Loop when wake reports a stop request.
+var ErrStopped = errors.New("iserconn: stopped")
+
+// Poll handles every completion queued now and reports how many there were.
+func (c *Conn) Poll(h Handler) (int, error) {
+	total := 0
+	for {
+		n := c.CQ.Poll(c.wcs[:])
+		for i := 0; i < n; i++ {
+			if err := c.handle(h, &c.wcs[i]); err != nil {
+				return total, err
+			}
+		}
+		total += n
+		if n < len(c.wcs) {
+			return total, nil
+		}
+	}
+}
+
+func (c *Conn) handle(h Handler, wc *iwarp.WC) error {
+	id := wc.WRID & (1<<kindShift - 1)
+	switch wc.WRID >> kindShift {
+	case kindRecv:
+		if wc.Status != iwarp.StatusSuccess {
+			return fmt.Errorf("iserconn: receive: %v", wc.Status)
+		}
+		off := int(id) * c.recvLen
+		err := h.PDU(c.rxMR.Bytes()[off : off+int(wc.ByteLen)])
+		if err != nil {
+			return err
+		}
+		return c.postRecv(int(id))
+	case kindSend:
+		h.SendDone(int(id), wc.Status)
+		if wc.Status != iwarp.StatusSuccess {
+			return fmt.Errorf("iserconn: send: %v", wc.Status)
+		}
+	default:
+		h.Completed(id, wc)
+	}
+	return nil
+}
+
+// Loop polls completions into h until the QP fails, ctx is done, h returns
+// an error, or wake delivers false. A true on wake, or a tick, just makes
+// Loop call Idle (another goroutine queued work for it, or a timer is due).
+func (c *Conn) Loop(ctx context.Context, h Handler, wake <-chan bool, tick <-chan time.Time) error {
+	for {
+		n, err := c.Poll(h)
+		if err != nil {
+			return err
+		}
+		if err := h.Idle(); err != nil {
+			return err
+		}
+		if n > 0 {
+			continue
+		}
+		if err := c.CQ.Arm(false); err != nil {
+			return c.why(err)
+		}
+		if n, err = c.Poll(h); err != nil || n > 0 {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		select {
+		case <-c.CQ.Notify():
+		case w := <-wake:
+			if !w {
+				return ErrStopped
+			}
+		case <-tick:
+			if err := h.Idle(); err != nil {
+				return err
+			}
+		case <-c.QP.Done():
+			if _, err := c.Poll(h); err != nil {
+				return err
+			}
+			return c.why(nil)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// why explains the end of the connection.
+func (c *Conn) why(err error) error {
+	if qerr := c.QP.Err(); qerr != nil {
+		return qerr
+	}
+	if err != nil {
+		return err
+	}
+	return iwarp.ErrClosed
+}
+
+// Close tears the QP down and releases every buffer.
+func (c *Conn) Close() error {
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	if c.QP != nil {
+		c.QP.Close()
+	}
+	var mrs []*mem.MR
+	for _, mr := range []*mem.MR{c.rxMR, c.txMR, c.extraMR} {
+		if mr != nil {
+			mrs = append(mrs, mr)
+		}
+	}
+	err := c.Dev.Deregister(context.Background(), mrs...)
+	for _, m := range []*mem.Mapping{c.rx, c.tx, c.extra} {
+		if m != nil {
+			if e := m.Close(); e != nil && err == nil {
+				err = e
+			}
+		}
+	}
+	if c.CQ != nil {
+		c.CQ.Close()
+	}
+	return err
+}
