@@ -1,0 +1,289 @@
+package initiator
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/ddpstore/ddpstore/transport/iscsi"
+	"github.com/ddpstore/ddpstore/transport/iser"
+	"github.com/ddpstore/ddpstore/transport/iserconn"
+)
+
+// Direction is a command's data direction.
+type Direction uint8
+
+// The data directions.
+const (
+	NoData  Direction = iota
+	DataIn            // the target sends data (READ)
+	DataOut           // the initiator sends data (WRITE)
+)
+
+// Command is one SCSI command and, after Do, its outcome.
+type Command struct {
+	LUN uint16
+	CDB []byte
+	Dir Direction
+	// Data is the data buffer: a slice of a buffer from Session.Alloc,
+	// len(Data) is the expected data transfer length.
+	Data []byte
+
+	// Status is the SAM status; Sense the sense data of a CHECK
+	// CONDITION (valid until the Command is used again).
+	Status uint8
+	Sense  []byte
+	// Residual is the residual count; Underflow and Overflow say which.
+	Residual            uint32
+	Underflow, Overflow bool
+
+	sense [128]byte
+}
+
+// StatusError is a SCSI command that completed with a status other than
+// GOOD.
+type StatusError struct {
+	Status uint8
+	Sense  []byte
+}
+
+func (e *StatusError) Error() string {
+	if len(e.Sense) >= 14 {
+		return fmt.Sprintf("initiator: SCSI status %#02x, sense key %#x ASC/ASCQ %#02x/%#02x", e.Status, e.Sense[2]&0xf, e.Sense[12], e.Sense[13])
+	}
+	return fmt.Sprintf("initiator: SCSI status %#02x", e.Status)
+}
+
+// RejectError is a request the target answered with a Reject PDU.
+type RejectError struct{ Reason uint8 }
+
+func (e *RejectError) Error() string {
+	return fmt.Sprintf("initiator: target rejected the PDU (reason %#02x)", e.Reason)
+}
+
+// Do runs cmd and waits for its outcome. It returns nil when the command
+// completed (whatever its SCSI status: check cmd.Status), a *RejectError,
+// or the error that ended the session. If ctx ends first, the command is
+// aborted (ABORT TASK) before Do returns, so its buffer is free to reuse.
+func (s *Session) Do(ctx context.Context, cmd *Command) error {
+	if cmd.Dir == NoData && len(cmd.Data) > 0 {
+		return errors.New("initiator: data buffer on a command without data")
+	}
+	var off int
+	if len(cmd.Data) > 0 {
+		var ok bool
+		if off, ok = s.offset(cmd.Data); !ok {
+			return errors.New("initiator: data buffer not from Session.Alloc")
+		}
+	}
+	if len(cmd.CDB) == 0 || len(cmd.CDB) > 16 {
+		return fmt.Errorf("initiator: CDB of %d octets", len(cmd.CDB))
+	}
+	lun, err := iscsi.MakeLUN(cmd.LUN)
+	if err != nil {
+		return err
+	}
+	ti, err := s.take(ctx, true)
+	if err != nil {
+		return err
+	}
+	t := &s.tasks[ti]
+	t.cmd = cmd
+	buf := s.c.SendBuf(int(ti))
+	edtl := uint32(len(cmd.Data))
+	h := iser.HeaderFields{}
+	imm := 0
+	stag := s.c.ExtraMR().STag()
+	va := s.c.ExtraMR().BaseTO() + uint64(off)
+	switch cmd.Dir {
+	case DataIn:
+		if edtl > 0 {
+			h.ReadValid, h.ReadSTag, h.ReadBaseOffset = true, uint32(stag), va
+		}
+	case DataOut:
+		imm = min(len(cmd.Data), s.maxImm)
+		if uint32(imm) < edtl {
+			h.WriteValid, h.WriteSTag, h.WriteBaseOffset = true, uint32(stag), va
+		}
+	}
+	h.Encode(buf)
+	c, _ := iscsi.NewSCSICommand(buf[iser.HeaderLen:])
+	c.SetFinal(true)
+	c.SetRead(cmd.Dir == DataIn)
+	c.SetWrite(cmd.Dir == DataOut)
+	c.SetAttr(1) // SIMPLE
+	c.SetLUN(lun)
+	c.SetITT(s.itt(ti))
+	c.SetExpectedDataTransferLength(edtl)
+	c.SetCDB(cmd.CDB)
+	n := iserconn.Overhead
+	if imm > 0 {
+		copy(buf[n:], cmd.Data[:imm])
+		c.SetDataSegmentLength(uint32(imm))
+		n += imm
+		for n%4 != 0 {
+			buf[n] = 0
+			n++
+		}
+	}
+	if err := s.post(ti, c.BHS, n, false); err != nil {
+		return err
+	}
+	return s.wait(ctx, ti)
+}
+
+// itt is task ti's Initiator Task Tag: its index and a generation, so a
+// late answer to an earlier use of the record is recognised.
+func (s *Session) itt(ti int32) uint32 { return uint32(s.tasks[ti].gen)<<16 | uint32(ti) }
+
+// take reserves a task record; windowed ones wait until the target's
+// MaxCmdSN lets one more command in.
+func (s *Session) take(ctx context.Context, windowed bool) (int32, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var stop func() bool
+	defer func() {
+		if stop != nil {
+			stop()
+		}
+	}()
+	for {
+		if s.err != nil {
+			return 0, s.err
+		}
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		// Windowed requests leave `extra` records for the others.
+		room := len(s.free) > 0
+		if windowed {
+			room = len(s.free) > extra && int32(s.maxCmdSN-s.cmdSN) >= 0
+		}
+		if room {
+			ti := s.free[len(s.free)-1]
+			s.free = s.free[:len(s.free)-1]
+			t := &s.tasks[ti]
+			t.gen++
+			t.busy, t.sent, t.replied, t.released, t.data = true, false, false, false, nil
+			select {
+			case <-t.done:
+			default:
+			}
+			return ti, nil
+		}
+		if stop == nil && ctx.Done() != nil {
+			stop = context.AfterFunc(ctx, func() { s.mu.Lock(); s.cond.Broadcast(); s.mu.Unlock() })
+		}
+		s.cond.Wait()
+	}
+}
+
+// post sets CmdSN and ExpStatSN in the request's BHS and sends it. The
+// CmdSN is taken and the Send posted under one lock so that requests go
+// out in CmdSN order.
+func (s *Session) post(ti int32, b iscsi.BHS, n int, immediate bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		s.tasks[ti].sent = true
+		s.freeLocked(ti)
+		return s.err
+	}
+	b.SetImmediate(immediate)
+	b.SetWord(24, s.cmdSN)
+	b.SetWord(28, s.expStat)
+	if !immediate {
+		s.cmdSN++
+	}
+	if err := s.c.PostPDU(int(ti), n, 0); err != nil {
+		s.tasks[ti].sent = true
+		s.freeLocked(ti)
+		return err
+	}
+	return nil
+}
+
+// wait waits for task ti's answer; on ctx's end it aborts the task first.
+func (s *Session) wait(ctx context.Context, ti int32) error {
+	t := &s.tasks[ti]
+	select {
+	case <-t.done:
+		return s.finish(ti)
+	case <-ctx.Done():
+	}
+	// Abort the task; its answer (if any) or the abort's ends it.
+	if _, err := s.TaskMgmt(context.Background(), iscsi.TMFAbortTask, t.cmd.LUN, s.itt(ti)); err != nil {
+		<-t.done // the session is gone: the loop fails every task
+	}
+	select {
+	case <-t.done:
+	default:
+	}
+	s.mu.Lock()
+	s.freeLocked(ti)
+	s.mu.Unlock()
+	return ctx.Err()
+}
+
+// finish copies task ti's SCSI Response into its Command and frees it.
+func (s *Session) finish(ti int32) error {
+	t := &s.tasks[ti]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.freeLocked(ti)
+	if s.err != nil && t.resp[0] == 0 && t.data == nil {
+		return s.err
+	}
+	b := iscsi.BHS(t.resp[:])
+	switch b.Opcode() {
+	case iscsi.OpReject:
+		r, _ := iscsi.AsReject(b)
+		return &RejectError{Reason: r.Reason()}
+	case iscsi.OpSCSIResponse:
+	default:
+		return s.errOr(fmt.Errorf("initiator: unexpected %v for a SCSI command", b.Opcode()))
+	}
+	r, _ := iscsi.AsSCSIResponse(b)
+	cmd := t.cmd
+	if r.Response() != iscsi.ResponseCompleted {
+		return fmt.Errorf("initiator: target failure (response %#02x)", r.Response())
+	}
+	cmd.Status = r.Status()
+	cmd.Residual, cmd.Underflow, cmd.Overflow = r.ResidualCount(), r.Underflow(), r.Overflow()
+	cmd.Sense = cmd.sense[:copy(cmd.sense[:], t.sense[:min(int(b.DataSegmentLength()), len(t.sense))])]
+	if len(cmd.Sense) >= 2 {
+		n := int(binary.BigEndian.Uint16(cmd.Sense))
+		cmd.Sense = cmd.Sense[2:min(2+n, len(cmd.Sense))]
+	}
+	return nil
+}
+
+func (s *Session) errOr(err error) error {
+	if s.err != nil {
+		return s.err
+	}
+	return err
+}
+
+// freeLocked releases task ti for the caller; the record returns to the
+// free list once its Send has completed too (the send buffer is the
+// record's).
+func (s *Session) freeLocked(ti int32) {
+	t := &s.tasks[ti]
+	if !t.busy || t.released {
+		return
+	}
+	t.released = true
+	if t.sent {
+		s.putLocked(ti)
+	}
+}
+
+func (s *Session) putLocked(ti int32) {
+	t := &s.tasks[ti]
+	t.busy, t.released, t.cmd, t.data = false, false, nil, nil
+	clear(t.resp[:])
+	s.free = append(s.free, ti)
+	s.cond.Broadcast()
+}

@@ -1,0 +1,338 @@
+package target
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/ddpstore/ddpstore/iwarp"
+	"github.com/ddpstore/ddpstore/iwarp/mem"
+	"github.com/ddpstore/ddpstore/transport/iscsi"
+	"github.com/ddpstore/ddpstore/transport/iser"
+	"github.com/ddpstore/ddpstore/transport/iserconn"
+	"github.com/ddpstore/ddpstore/transport/lu"
+	"github.com/gostor/gotgt/pkg/api"
+)
+
+// Task states, in the order a command goes through them.
+const (
+	stFree    uint8 = iota
+	stStaging       // needs a staging run (write data, or data-in not from the store)
+	stFetch         // RDMA Reads of write data to post or outstanding
+	stExec          // ready to execute
+	stRespond       // executed; needs a send buffer and send queue room
+	stSent          // response posted; released when its Send completes
+)
+
+// task is one SCSI command in the target.
+type task struct {
+	state    uint8
+	queued   bool // in conn.waiting
+	aborted  bool
+	failed   bool // an RDMA Read of its data failed
+	windowed bool // counts against the CmdSN window
+	read     bool
+	write    bool
+	itt      uint32
+	lun      iscsi.LUN
+	cdb      [16]byte
+	cdbLen   uint8
+	edtl     uint32
+	rstag    mem.STag
+	rto      uint64
+	wstag    mem.STag
+	wto      uint64
+	stOff    int // staging run, when stLen > 0
+	stLen    int
+	nextRead uint32 // octets of write data fetched or being fetched
+	reads    int    // RDMA Reads outstanding
+	exec     lu.Task
+}
+
+// command handles a SCSI Command PDU (RFC 7143 section 11.3) with its iSER
+// header (RFC 7145 section 9.1).
+func (c *conn) command(h iser.Header, bhs iscsi.BHS, imm []byte) error {
+	if c.tgt == nil {
+		return c.reject(bhs, iscsi.RejectProtocolError) // discovery session
+	}
+	cmd, _ := iscsi.AsSCSICommand(bhs)
+	windowed, ok := c.acceptCmdSN(bhs, cmd.CmdSN())
+	if !ok {
+		return c.reject(bhs, iscsi.RejectProtocolError)
+	}
+	edtl := cmd.ExpectedDataTransferLength()
+	bad := false
+	switch {
+	case cmd.Read() && edtl > 0 && !h.ReadValid(),
+		cmd.Write() && uint32(len(imm)) < edtl && !h.WriteValid(),
+		len(imm) > 0 && (!cmd.Write() || !c.immediate || uint32(len(imm)) > min(c.firstBurst, edtl) ||
+			len(imm) > c.srv.cfg.RecvDataSegment):
+		bad = true
+	}
+	if bad || cmd.Read() && cmd.Write() {
+		c.windowDone(windowed)
+		return c.reject(bhs, iscsi.RejectProtocolError)
+	}
+	if len(c.free) == 0 {
+		c.windowDone(windowed)
+		return c.reject(bhs, iscsi.RejectOutOfResources)
+	}
+	ti := c.free[len(c.free)-1]
+	c.free = c.free[:len(c.free)-1]
+	t := &c.tasks[ti]
+	*t = task{state: stExec, windowed: windowed, read: cmd.Read(), write: cmd.Write(),
+		itt: bhs.ITT(), lun: bhs.LUN(), edtl: edtl,
+		rstag: mem.STag(h.ReadSTag()), rto: h.ReadBaseOffset(),
+		wstag: mem.STag(h.WriteSTag()), wto: h.WriteBaseOffset(), exec: t.exec}
+	cdb := cmd.CDB()
+	t.cdbLen = uint8(copy(t.cdb[:], cdb))
+	if int(edtl) > c.staging.Size() && (t.write || lu.NeedsInBuffer(cdb)) {
+		t.exec.Status, t.exec.Sense = api.SAM_STAT_CHECK_CONDITION, invalidFieldSense[:]
+		t.state = stRespond
+		return c.advance(ti)
+	}
+	switch {
+	case t.write && uint32(len(imm)) == edtl && edtl > 0:
+		// All data came with the command: execute from the receive
+		// buffer before it is posted again.
+		c.execute(t, imm)
+	case t.write && edtl > 0:
+		off, ok := c.staging.Get(int(edtl))
+		if !ok {
+			if len(imm) > 0 {
+				// The immediate data cannot wait in the receive buffer.
+				t.exec.Status, t.exec.Sense = api.SAM_STAT_TASK_SET_FULL, nil
+				t.state = stRespond
+				return c.advance(ti)
+			}
+			t.state = stStaging
+			return c.advance(ti)
+		}
+		t.stOff, t.stLen = off, int(edtl)
+		copy(c.stagingBuf(t), imm)
+		t.nextRead = uint32(len(imm))
+		t.state = stFetch
+	case t.read && edtl > 0 && lu.NeedsInBuffer(cdb):
+		t.state = stStaging
+	}
+	return c.advance(ti)
+}
+
+var invalidFieldSense = [18]byte{0: 0x70, 2: 0x05, 7: 10, 12: 0x24}
+
+// acceptCmdSN checks a PDU's CmdSN against the window (RFC 7143 section
+// 4.2.2.1): an immediate PDU carries ExpCmdSN and takes no place in it;
+// any other must be the next one expected, and in the window. One
+// connection delivers in order, so anything else is the initiator's error.
+func (c *conn) acceptCmdSN(bhs iscsi.BHS, cmdSN uint32) (windowed, ok bool) {
+	if bhs.Immediate() {
+		return false, true
+	}
+	if cmdSN != c.expCmdSN || c.busy >= c.depth {
+		c.log.Warnf("target: %v with CmdSN %d outside the window (ExpCmdSN %d, %d of %d in use)",
+			bhs.Opcode(), cmdSN, c.expCmdSN, c.busy, c.depth)
+		return false, false
+	}
+	c.expCmdSN++
+	c.busy++
+	return true, true
+}
+
+func (c *conn) maxCmdSN() uint32 { return c.expCmdSN - 1 + (c.depth - c.busy) }
+
+func (c *conn) stagingBuf(t *task) []byte {
+	return c.c.ExtraMR().Bytes()[t.stOff : t.stOff+t.stLen]
+}
+
+// wait queues task ti until resources free up.
+func (c *conn) wait(ti int32) {
+	if t := &c.tasks[ti]; !t.queued {
+		t.queued = true
+		c.waiting = append(c.waiting, ti)
+	}
+}
+
+// advance moves task ti as far as resources allow.
+func (c *conn) advance(ti int32) error {
+	t := &c.tasks[ti]
+	t.queued = false
+	for {
+		if t.aborted && t.reads == 0 {
+			c.release(ti)
+			return nil
+		}
+		switch t.state {
+		case stStaging:
+			off, ok := c.staging.Get(int(t.edtl))
+			if !ok {
+				c.wait(ti)
+				return nil
+			}
+			t.stOff, t.stLen = off, int(t.edtl)
+			if t.write {
+				t.state = stFetch
+			} else {
+				t.state = stExec
+			}
+		case stFetch:
+			for t.nextRead < t.edtl {
+				if c.sq == 0 {
+					c.wait(ti)
+					return nil
+				}
+				n := min(t.edtl-t.nextRead, c.maxBurst)
+				sge := iwarp.SGEOf(c.c.ExtraMR(), t.stOff+int(t.nextRead), int(n))
+				if err := c.c.Post(iwarp.OpRead, uint64(ti), sge, t.wstag, t.wto+uint64(t.nextRead)); err != nil {
+					return fmt.Errorf("target: posting an RDMA Read: %w", err)
+				}
+				c.sq--
+				t.reads++
+				t.nextRead += n
+			}
+			if t.reads > 0 {
+				return nil // Completed advances it when the last Read is in
+			}
+			if t.failed {
+				return errors.New("target: RDMA Read of write data failed")
+			}
+			t.state = stExec
+		case stExec:
+			var out []byte
+			if t.write && t.stLen > 0 {
+				out = c.stagingBuf(t)
+			}
+			c.execute(t, out)
+		case stRespond:
+			return c.respond(ti)
+		default:
+			return nil
+		}
+	}
+}
+
+// execute runs the task's command; write data is out.
+func (c *conn) execute(t *task, out []byte) {
+	var in []byte
+	if !t.write && t.stLen > 0 {
+		in = c.stagingBuf(t)
+	}
+	c.tgt.Execute(&t.exec, t.lun, t.cdb[:t.cdbLen], out, in)
+	t.state = stRespond
+}
+
+// respond sends the task's data-in by RDMA Write and its SCSI Response
+// (RFC 7145 section 7.3.3), with Send with Invalidate of the initiator's
+// STag when it accepts that.
+func (c *conn) respond(ti int32) error {
+	t := &c.tasks[ti]
+	data := t.exec.DataIn
+	if t.exec.Status != api.SAM_STAT_GOOD {
+		data = nil
+	}
+	xfer := min(uint32(len(data)), t.edtl)
+	if !t.read {
+		xfer = 0
+	}
+	need := 1
+	if xfer > 0 {
+		need = 2
+	}
+	if c.sq < need || len(c.sendFree) == 0 {
+		c.wait(ti)
+		return nil
+	}
+	if xfer > 0 {
+		var sge iwarp.SGE
+		if t.exec.FromStore {
+			sge = iwarp.SGEOf(c.storeMR[t.exec.LU], int(t.exec.StoreOffset), int(xfer))
+		} else {
+			sge = iwarp.SGEOf(c.c.ExtraMR(), t.stOff, int(xfer))
+		}
+		if err := c.c.Post(iwarp.OpWrite, uint64(ti), sge, t.rstag, t.rto); err != nil {
+			return fmt.Errorf("target: posting an RDMA Write: %w", err)
+		}
+		c.sq--
+	}
+	if t.windowed {
+		t.windowed = false
+		c.busy--
+	}
+	slot := c.popSlot()
+	buf := c.c.SendBuf(slot)
+	iser.HeaderFields{}.Encode(buf)
+	r, _ := iscsi.NewSCSIResponse(buf[iser.HeaderLen:])
+	r.SetITT(t.itt)
+	r.SetResponse(iscsi.ResponseCompleted)
+	r.SetStatus(t.exec.Status)
+	r.SetStatSN(c.statSN)
+	c.statSN++
+	r.SetExpCmdSN(c.expCmdSN)
+	r.SetMaxCmdSN(c.maxCmdSN())
+	if t.read && t.exec.Status == api.SAM_STAT_GOOD {
+		switch n := uint32(len(data)); {
+		case n < t.edtl:
+			r.SetUnderflow(true)
+			r.SetResidualCount(t.edtl - n)
+		case n > t.edtl:
+			r.SetOverflow(true)
+			r.SetResidualCount(n - t.edtl)
+		}
+	}
+	n := iserconn.Overhead
+	if s := t.exec.Sense; len(s) > 0 {
+		binary.BigEndian.PutUint16(buf[n:], uint16(len(s)))
+		copy(buf[n+2:], s)
+		r.SetDataSegmentLength(uint32(2 + len(s)))
+		n += 2 + len(s)
+		for n%4 != 0 {
+			buf[n] = 0
+			n++
+		}
+	}
+	var inv mem.STag
+	if c.sendInv {
+		if t.read && t.rstag != 0 {
+			inv = t.rstag
+		} else if t.write && t.wstag != 0 && t.edtl > 0 {
+			inv = t.wstag
+		}
+	}
+	c.slotTask[slot] = ti
+	t.state = stSent
+	c.sq--
+	return c.c.PostPDU(slot, n, inv)
+}
+
+// release returns task ti and its staging.
+func (c *conn) release(ti int32) {
+	t := &c.tasks[ti]
+	if t.state == stFree {
+		return
+	}
+	if t.stLen > 0 {
+		c.staging.Put(t.stOff, t.stLen)
+		t.stLen = 0
+	}
+	if t.windowed {
+		t.windowed = false
+		c.busy--
+	}
+	t.state = stFree
+	c.free = append(c.free, ti)
+}
+
+func (c *conn) popSlot() int {
+	s := c.sendFree[len(c.sendFree)-1]
+	c.sendFree = c.sendFree[:len(c.sendFree)-1]
+	return int(s)
+}
+
+// takeSlot returns a send buffer and a send queue entry for a PDU that is
+// not a task's response.
+func (c *conn) takeSlot() (int, bool) {
+	if len(c.sendFree) == 0 || c.sq == 0 {
+		return 0, false
+	}
+	c.sq--
+	return c.popSlot(), true
+}

@@ -1,0 +1,212 @@
+// Package target is the iSER target: it accepts iSER connections on the
+// software RNIC, runs the iSCSI login (package login), and executes SCSI
+// commands on the exported LUs (package lu), moving read data by RDMA Write
+// straight from the backing store and write data by RDMA Read into a
+// registered staging region (RFC 7145 sections 7.3 and 7.4).
+package target
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ddpstore/ddpstore/iwarp"
+	"github.com/ddpstore/ddpstore/transport/login"
+	"github.com/ddpstore/ddpstore/transport/lu"
+	log "github.com/sirupsen/logrus"
+)
+
+// Export is one target the server offers: its LUs and who may log in.
+type Export struct {
+	Target *lu.Target
+	// Initiators lists the InitiatorNames allowed in; empty allows anyone.
+	Initiators []string
+	// CHAP, when set, is required of initiators (one-way, or mutual when
+	// its Mutual fields are set).
+	CHAP *login.CHAP
+	// Alias is the TargetAlias sent at login.
+	Alias string
+}
+
+// Config is the target's configuration. Zero fields take the defaults.
+type Config struct {
+	Exports []Export
+	// Discovery, when set, is the CHAP that discovery sessions must pass.
+	Discovery *login.CHAP
+	// Portals are the addresses SendTargets reports (the listeners').
+	Portals []login.Portal
+	// QueueDepth is the commands each session may have outstanding: the
+	// CmdSN window (default 128).
+	QueueDepth int
+	// RecvDataSegment is the TargetRecvDataSegmentLength offered: the
+	// largest immediate data, and the size of each receive buffer's data
+	// part (default 8192, RFC 7145's default).
+	RecvDataSegment int
+	// FirstBurst and MaxBurst are the FirstBurstLength and MaxBurstLength
+	// offered (defaults 64 KiB and 1 MiB). Each RDMA Read of write data is
+	// at most MaxBurst octets.
+	FirstBurst, MaxBurst int
+	// Staging is each connection's registered region for write data
+	// (default 64 MiB, faulted in as used); no single command may carry
+	// more data than this.
+	Staging int
+	// NopInterval is how long a session may stay silent before the target
+	// sends a NOP-In ping; NopTimeout how long it waits for the answer
+	// before dropping the connection (defaults 5 s and 15 s; negative
+	// disables pings).
+	NopInterval, NopTimeout time.Duration
+	// Log receives the target's log; logrus's standard logger when nil.
+	Log *log.Entry
+}
+
+func (c *Config) setDefaults() error {
+	if c.QueueDepth == 0 {
+		c.QueueDepth = 128
+	}
+	if c.RecvDataSegment == 0 {
+		c.RecvDataSegment = 8192
+	}
+	if c.FirstBurst == 0 {
+		c.FirstBurst = 64 << 10
+	}
+	if c.MaxBurst == 0 {
+		c.MaxBurst = 1 << 20
+	}
+	if c.Staging == 0 {
+		c.Staging = 64 << 20
+	}
+	if c.NopInterval == 0 {
+		c.NopInterval = 5 * time.Second
+	}
+	if c.NopTimeout == 0 {
+		c.NopTimeout = 15 * time.Second
+	}
+	if c.Log == nil {
+		c.Log = log.NewEntry(log.StandardLogger())
+	}
+	switch {
+	case c.QueueDepth < 1 || c.QueueDepth > 4096:
+		return fmt.Errorf("target: queue depth %d outside 1..4096", c.QueueDepth)
+	case c.RecvDataSegment < 512 || c.RecvDataSegment > 1<<24-1:
+		return fmt.Errorf("target: receive data segment length %d outside 512..16777215", c.RecvDataSegment)
+	case c.FirstBurst < 512 || c.MaxBurst < c.FirstBurst || c.MaxBurst > 1<<24-1:
+		return fmt.Errorf("target: burst lengths first %d max %d: need 512 <= first <= max < 2^24", c.FirstBurst, c.MaxBurst)
+	case c.Staging < c.MaxBurst:
+		return fmt.Errorf("target: staging %d smaller than MaxBurstLength %d", c.Staging, c.MaxBurst)
+	}
+	names := map[string]bool{}
+	for _, e := range c.Exports {
+		if e.Target == nil {
+			return errors.New("target: export without a target")
+		}
+		if names[e.Target.Name()] {
+			return fmt.Errorf("target: target %q exported twice", e.Target.Name())
+		}
+		names[e.Target.Name()] = true
+	}
+	return nil
+}
+
+// Server serves iSER connections for a set of exports.
+type Server struct {
+	dev      *iwarp.Device
+	cfg      Config
+	policies map[string]*login.TargetPolicy
+	targets  map[string]*lu.Target
+	tsih     atomic.Uint32
+
+	mu        sync.Mutex
+	conns     map[*conn]struct{}
+	listeners map[*iwarp.Listener]struct{}
+	closed    bool
+	wg        sync.WaitGroup
+}
+
+// NewServer returns a server for cfg's exports on dev.
+func NewServer(dev *iwarp.Device, cfg Config) (*Server, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	s := &Server{dev: dev, cfg: cfg, policies: map[string]*login.TargetPolicy{}, targets: map[string]*lu.Target{},
+		conns: map[*conn]struct{}{}, listeners: map[*iwarp.Listener]struct{}{}}
+	for _, e := range cfg.Exports {
+		name := e.Target.Name()
+		s.policies[name] = &login.TargetPolicy{Name: name, Alias: e.Alias, Initiators: e.Initiators, CHAP: e.CHAP}
+		s.targets[name] = e.Target
+	}
+	return s, nil
+}
+
+// Serve accepts connections on l until l or the server is closed. It
+// returns nil after Close.
+func (s *Server) Serve(l *iwarp.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		l.Close()
+		return nil
+	}
+	s.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	for {
+		req, err := l.Accept(context.Background())
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			delete(s.listeners, l)
+			s.mu.Unlock()
+			if closed {
+				return nil
+			}
+			return err
+		}
+		s.accept(req)
+	}
+}
+
+// accept starts the connection of req on its own goroutine.
+func (s *Server) accept(req *iwarp.ConnRequest) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		req.Reject(nil)
+		return
+	}
+	c := &conn{srv: s, log: s.cfg.Log.WithField("peer", req.RemoteAddr.String())}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		c.serve(req)
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+	}()
+}
+
+// Sessions returns the number of connections being served.
+func (s *Server) Sessions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// Close stops the listeners, drops every connection and waits for their
+// goroutines.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	for l := range s.listeners {
+		l.Close()
+	}
+	for c := range s.conns {
+		c.stop()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}

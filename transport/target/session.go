@@ -1,0 +1,270 @@
+package target
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/ddpstore/ddpstore/transport/iscsi"
+	"github.com/ddpstore/ddpstore/transport/iser"
+	"github.com/ddpstore/ddpstore/transport/iserconn"
+	"github.com/ddpstore/ddpstore/transport/login"
+)
+
+// reservedTag is the reserved ITT/TTT value 0xffffffff (RFC 7143 11.2.1.8).
+const reservedTag = iscsi.ReservedITT
+
+// pdu takes a send buffer, has fill write a BHS at b[:48] and data after it
+// (returning the data length), and posts it. A target PDU's StatSN, ExpCmdSN
+// and MaxCmdSN sit at the same octets whatever its opcode (24, 28, 32).
+func (c *conn) pdu(op iscsi.Opcode, advanceStatSN bool, fill func(b iscsi.BHS, data []byte) (int, error)) error {
+	slot, ok := c.takeSlot()
+	if !ok {
+		return c.drop(fmt.Errorf("target: no send buffer for a %v: the initiator exceeds MaxOutstandingUnexpectedPDUs", op))
+	}
+	buf := c.c.SendBuf(slot)
+	iser.HeaderFields{}.Encode(buf)
+	b, err := iscsi.Init(buf[iser.HeaderLen:iserconn.Overhead], op)
+	if err != nil {
+		return err
+	}
+	b.SetFinal(true)
+	b.SetWord(24, c.statSN)
+	if advanceStatSN {
+		c.statSN++
+	}
+	b.SetWord(28, c.expCmdSN)
+	b.SetWord(32, c.maxCmdSN())
+	n, err := fill(b, buf[iserconn.Overhead:])
+	if err != nil {
+		return err
+	}
+	if err := b.SetDataSegmentLength(uint32(n)); err != nil {
+		return err
+	}
+	end := iserconn.Overhead + n
+	for end%4 != 0 {
+		buf[end] = 0
+		end++
+	}
+	return c.c.PostPDU(slot, end, 0)
+}
+
+// reject answers a PDU the target will not act on with a Reject carrying
+// its header (RFC 7143 section 11.17).
+func (c *conn) reject(bad iscsi.BHS, reason uint8) error {
+	c.log.Warnf("target: rejecting %v (ITT %#x): reason %#02x", bad.Opcode(), bad.ITT(), reason)
+	return c.pdu(iscsi.OpReject, true, func(b iscsi.BHS, data []byte) (int, error) {
+		r, _ := iscsi.AsReject(b)
+		r.SetReason(reason)
+		r.SetITT(reservedTag)
+		return copy(data, bad[:iscsi.BHSLen]), nil
+	})
+}
+
+// nopOut answers a ping with a NOP-In echoing its data, or takes the
+// answer to the target's own ping (RFC 7143 sections 11.18, 11.19).
+func (c *conn) nopOut(bhs iscsi.BHS, data []byte) error {
+	n, _ := iscsi.AsNOPOut(bhs)
+	if bhs.ITT() == reservedTag {
+		if n.TTT() == c.pingTTT && !c.pingSent.IsZero() {
+			c.pingSent = time.Time{}
+		}
+		return nil
+	}
+	if _, ok := c.acceptCmdSN(bhs, n.CmdSN()); !ok {
+		return c.reject(bhs, iscsi.RejectProtocolError)
+	}
+	c.windowDone(!bhs.Immediate())
+	return c.pdu(iscsi.OpNOPIn, true, func(b iscsi.BHS, out []byte) (int, error) {
+		in, _ := iscsi.AsNOPIn(b)
+		in.SetITT(bhs.ITT())
+		in.SetTTT(reservedTag)
+		return copy(out, data), nil
+	})
+}
+
+// windowDone gives back the window place of a non-task PDU that is
+// answered at once.
+func (c *conn) windowDone(windowed bool) {
+	if windowed {
+		c.busy--
+	}
+}
+
+// keepalive pings a silent initiator with a NOP-In and drops it when the
+// answer does not come (RFC 7143 section 11.19: a NOP-In with a valid TTT
+// asks for a NOP-Out).
+func (c *conn) keepalive() error {
+	cfg := &c.srv.cfg
+	if !c.ffp || cfg.NopInterval < 0 {
+		return nil
+	}
+	now := time.Now()
+	if !c.pingSent.IsZero() {
+		if now.Sub(c.pingSent) > cfg.NopTimeout {
+			return c.drop(fmt.Errorf("target: no answer to NOP-In for %v", cfg.NopTimeout))
+		}
+		return nil
+	}
+	if now.Sub(c.lastRx) < cfg.NopInterval {
+		return nil
+	}
+	c.pingTTT++
+	if c.pingTTT == reservedTag {
+		c.pingTTT = 1
+	}
+	c.pingSent = now
+	return c.pdu(iscsi.OpNOPIn, false, func(b iscsi.BHS, _ []byte) (int, error) {
+		in, _ := iscsi.AsNOPIn(b)
+		in.SetITT(reservedTag)
+		in.SetTTT(c.pingTTT)
+		return 0, nil
+	})
+}
+
+// taskMgmt runs a task management function (RFC 7143 sections 11.5, 11.6).
+// Commands execute as soon as their data is in, so what can be aborted is
+// a command still waiting for staging or its write data, or for room to
+// send its response: it is dropped without a response.
+func (c *conn) taskMgmt(bhs iscsi.BHS) error {
+	r, _ := iscsi.AsTaskMgmtReq(bhs)
+	windowed, ok := c.acceptCmdSN(bhs, r.CmdSN())
+	if !ok {
+		return c.reject(bhs, iscsi.RejectProtocolError)
+	}
+	c.windowDone(windowed)
+	resp := iscsi.TMFComplete
+	fn := r.Function()
+	switch fn {
+	case iscsi.TMFAbortTask:
+		resp = iscsi.TMFNoTask
+		for i := range c.tasks {
+			t := &c.tasks[i]
+			if t.state != stFree && t.state != stSent && t.itt == r.ReferencedTaskTag() {
+				c.abort(int32(i))
+				resp = iscsi.TMFComplete
+			}
+		}
+	case iscsi.TMFAbortTaskSet, iscsi.TMFClearTaskSet, iscsi.TMFLUNReset:
+		n, err := bhs.LUN().Number()
+		if err != nil || c.tgt == nil || c.tgt.LU(n) == nil {
+			resp = iscsi.TMFNoLUN
+			break
+		}
+		for i := range c.tasks {
+			if t := &c.tasks[i]; t.state != stFree && t.state != stSent && t.lun == bhs.LUN() {
+				c.abort(int32(i))
+			}
+		}
+	case iscsi.TMFTargetWarmReset:
+		for i := range c.tasks {
+			if t := &c.tasks[i]; t.state != stFree && t.state != stSent {
+				c.abort(int32(i))
+			}
+		}
+	default:
+		resp = iscsi.TMFNotSupported
+	}
+	c.log.Infof("target: task management function %d (ITT %#x): response %d", fn, r.ReferencedTaskTag(), resp)
+	return c.pdu(iscsi.OpTaskMgmtResp, true, func(b iscsi.BHS, _ []byte) (int, error) {
+		m, _ := iscsi.AsTaskMgmtResp(b)
+		m.SetITT(bhs.ITT())
+		m.SetResponse(resp)
+		return 0, nil
+	})
+}
+
+// abort drops task ti: at once unless RDMA Reads of its data are still
+// outstanding, then when they complete.
+func (c *conn) abort(ti int32) {
+	t := &c.tasks[ti]
+	t.aborted = true
+	if t.windowed {
+		t.windowed = false
+		c.busy--
+	}
+	if t.reads == 0 && !t.queued {
+		c.release(ti)
+	}
+}
+
+// text answers a Text Request: SendTargets (RFC 7143 appendix C) is the
+// only key a target must answer in full feature phase.
+func (c *conn) text(bhs iscsi.BHS, data []byte) error {
+	r, _ := iscsi.AsTextReq(bhs)
+	windowed, ok := c.acceptCmdSN(bhs, r.CmdSN())
+	if !ok {
+		return c.reject(bhs, iscsi.RejectProtocolError)
+	}
+	c.windowDone(windowed)
+	if r.Continue() {
+		return c.reject(bhs, iscsi.RejectCommandNotSupported)
+	}
+	var out []byte
+	it := iscsi.ParseText(data)
+	for it.Next() {
+		k, v := string(it.Key()), string(it.Value())
+		if k != "SendTargets" {
+			var err error
+			if out, err = iscsi.AppendText(out, k, "NotUnderstood"); err != nil {
+				return c.reject(bhs, iscsi.RejectInvalidPDUField)
+			}
+			continue
+		}
+		if c.tgt != nil && v == "All" {
+			v = "" // a normal session learns only its own target
+		}
+		if v == "" && c.tgt != nil {
+			v = c.tgt.Name()
+		}
+		var err error
+		if out, err = login.AppendSendTargets(out, v, c.srv.targetInfo()); err != nil {
+			return c.reject(bhs, iscsi.RejectInvalidPDUField)
+		}
+	}
+	if it.Err() != nil {
+		return c.reject(bhs, iscsi.RejectProtocolError)
+	}
+	if len(out) > loginData {
+		return c.reject(bhs, iscsi.RejectOutOfResources)
+	}
+	return c.pdu(iscsi.OpTextResp, true, func(b iscsi.BHS, dst []byte) (int, error) {
+		t, _ := iscsi.AsTextResp(b)
+		t.SetITT(bhs.ITT())
+		t.SetTTT(reservedTag)
+		return copy(dst, out), nil
+	})
+}
+
+// targetInfo lists the exports for SendTargets.
+func (s *Server) targetInfo() []login.TargetInfo {
+	ts := make([]login.TargetInfo, 0, len(s.cfg.Exports))
+	for _, e := range s.cfg.Exports {
+		ts = append(ts, login.TargetInfo{Name: e.Target.Name(), Portals: s.cfg.Portals})
+	}
+	return ts
+}
+
+// logout answers a Logout Request and closes the connection once the
+// answer is out (RFC 7143 sections 11.14, 11.15).
+func (c *conn) logout(bhs iscsi.BHS) error {
+	r, _ := iscsi.AsLogoutReq(bhs)
+	windowed, ok := c.acceptCmdSN(bhs, r.CmdSN())
+	if !ok {
+		return c.reject(bhs, iscsi.RejectProtocolError)
+	}
+	c.windowDone(windowed)
+	resp := iscsi.LogoutOK
+	if r.ReasonCode() == iscsi.LogoutRemoveForRecovery {
+		resp = iscsi.LogoutNoRecovery
+	}
+	if resp == iscsi.LogoutOK {
+		c.closing = true
+	}
+	return c.pdu(iscsi.OpLogoutResp, true, func(b iscsi.BHS, _ []byte) (int, error) {
+		l, _ := iscsi.AsLogoutResp(b)
+		l.SetITT(bhs.ITT())
+		l.SetResponse(resp)
+		return 0, nil
+	})
+}
