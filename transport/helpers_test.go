@@ -1,0 +1,173 @@
+package transport_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ddpstore/ddpstore/blockdev"
+	"github.com/ddpstore/ddpstore/iwarp"
+	"github.com/ddpstore/ddpstore/transport/initiator"
+	"github.com/ddpstore/ddpstore/transport/login"
+	"github.com/ddpstore/ddpstore/transport/lu"
+	"github.com/ddpstore/ddpstore/transport/target"
+	log "github.com/sirupsen/logrus"
+)
+
+const (
+	targetName    = "iqn.2026-11.io.ddpstore:disk1"
+	initiatorName = "iqn.2026-11.io.ddpstore:host1"
+)
+
+// rig is a target serving memory LUs on loopback.
+type rig struct {
+	dev  *iwarp.Device
+	srv  *target.Server
+	addr string
+	luns map[uint16]*lu.LU
+}
+
+type rigOpts struct {
+	sizes      []int64 // LU sizes, LUN 0, 1, ...
+	initiators []string
+	chap       *login.CHAP
+	discovery  *login.CHAP
+	cfg        target.Config
+}
+
+func quietLog() *log.Entry {
+	l := log.New()
+	l.SetLevel(log.ErrorLevel)
+	return log.NewEntry(l)
+}
+
+func newRig(t testing.TB, o rigOpts) *rig {
+	t.Helper()
+	if len(o.sizes) == 0 {
+		o.sizes = []int64{64 << 20}
+	}
+	r := &rig{dev: iwarp.NewDevice(0), luns: map[uint16]*lu.LU{}}
+	for i, size := range o.sizes {
+		st, err := blockdev.NewMemory(size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := lu.New(uint64(i+1), st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.luns[uint16(i)] = l
+		t.Cleanup(func() { st.Close() })
+	}
+	tg, err := lu.NewTarget(targetName, r.luns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := o.cfg
+	cfg.Exports = []target.Export{{Target: tg, Initiators: o.initiators, CHAP: o.chap}}
+	cfg.Discovery = o.discovery
+	if cfg.Log == nil {
+		cfg.Log = quietLog()
+	}
+	l, err := r.dev.Listen("tcp", "127.0.0.1:0", iwarp.ConnConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.addr = l.Addr().String()
+	cfg.Portals = []login.Portal{{Addr: r.addr, TPGT: 1}}
+	if r.srv, err = target.NewServer(r.dev, cfg); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.srv.Serve(l) }()
+	t.Cleanup(func() {
+		r.srv.Close()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		r.dev.Close()
+	})
+	return r
+}
+
+func (r *rig) dial(t testing.TB, cfg initiator.Config) *initiator.Session {
+	t.Helper()
+	s, err := r.tryDial(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func (r *rig) tryDial(cfg initiator.Config) (*initiator.Session, error) {
+	if cfg.InitiatorName == "" {
+		cfg.InitiatorName = initiatorName
+	}
+	if cfg.Log == nil {
+		cfg.Log = quietLog()
+	}
+	if cfg.Buffers == 0 {
+		cfg.Buffers = 32 << 20
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return initiator.Dial(ctx, r.dev, "tcp", r.addr, cfg)
+}
+
+func read16(lba uint64, blocks uint32) []byte {
+	c := make([]byte, 16)
+	c[0] = 0x88
+	binary.BigEndian.PutUint64(c[2:], lba)
+	binary.BigEndian.PutUint32(c[10:], blocks)
+	return c
+}
+
+func write16(lba uint64, blocks uint32) []byte {
+	c := read16(lba, blocks)
+	c[0] = 0x8a
+	return c
+}
+
+// do runs a command and fails the test unless it completes GOOD.
+func do(t testing.TB, s *initiator.Session, cmd *initiator.Command) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := s.Do(ctx, cmd); err != nil {
+		t.Fatalf("CDB %x: %v", cmd.CDB, err)
+	}
+	if cmd.Status != 0 {
+		t.Fatalf("CDB %x: status %#x sense %x", cmd.CDB, cmd.Status, cmd.Sense)
+	}
+}
+
+// checkGoroutines fails if goroutines started by the test outlive it.
+func checkGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if n := runtime.NumGoroutine(); n > before {
+			buf := make([]byte, 1<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			t.Errorf("%d goroutines leaked:\n%s", n-before, filterStacks(string(buf)))
+		}
+	})
+}
+
+func filterStacks(s string) string {
+	var out []string
+	for _, g := range strings.Split(s, "\n\n") {
+		if strings.Contains(g, "ddpstore") {
+			out = append(out, g)
+		}
+	}
+	return fmt.Sprint(strings.Join(out, "\n\n"))
+}
