@@ -78,16 +78,28 @@ func (p *rawPeer) close() {
 	})
 }
 
-// connect dials a target and logs in as initiatorName.
+// connect dials a target and logs in as initiatorName, telling the target
+// not to use Send with Invalidate.
 func (p *rawPeer) connect(addr string) login.Result {
+	p.dial(addr, false)
+	return p.login()
+}
+
+// dial connects without logging in; sendInv says whether the target may
+// invalidate this end's STags.
+func (p *rawPeer) dial(addr string, sendInv bool) {
 	var pd [iser.CMHeaderLen]byte
-	iser.CMFields{SendInvNotSupported: true}.Encode(pd[:])
+	iser.CMFields{SendInvNotSupported: !sendInv}.Encode(pd[:])
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := p.c.QP.Connect(ctx, "tcp", addr, iwarp.ConnConfig{PrivateData: pd[:]}); err != nil {
 		p.t.Fatal(err)
 	}
 	p.run()
+}
+
+// login runs the login phase on a dialled connection.
+func (p *rawPeer) login() login.Result {
 	offer := login.Defaults()
 	offer.RDMAExtensions = true
 	li := login.NewInitiator(&login.InitiatorConfig{InitiatorName: initiatorName, TargetName: targetName,

@@ -210,7 +210,12 @@ func (c *Conn) handle(h Handler, wc *iwarp.WC) error {
 		if err != nil {
 			return err
 		}
-		return c.postRecv(int(id))
+		if err := c.postRecv(int(id)); err != nil && !errors.Is(err, iwarp.ErrQPState) {
+			return err
+		}
+		// A connection that is closing takes no more receives; Loop
+		// ends when the QP is done.
+		return nil
 	case kindSend:
 		h.SendDone(int(id), wc.Status)
 		if wc.Status != iwarp.StatusSuccess {

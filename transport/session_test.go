@@ -1,0 +1,170 @@
+package transport_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ddpstore/ddpstore/iwarp"
+	"github.com/ddpstore/ddpstore/iwarp/mem"
+	"github.com/ddpstore/ddpstore/transport/initiator"
+	"github.com/ddpstore/ddpstore/transport/iscsi"
+	"github.com/ddpstore/ddpstore/transport/iser"
+	"github.com/ddpstore/ddpstore/transport/login"
+	"github.com/ddpstore/ddpstore/transport/target"
+)
+
+// TestSendWithInvalidate: an initiator that accepts Send with Invalidate
+// finds the STag it advertised for a READ invalidated by the response
+// (RFC 7145 section 7.3.5); one that does not, keeps it.
+func TestSendWithInvalidate(t *testing.T) {
+	checkGoroutines(t)
+	r := newRig(t, rigOpts{sizes: []int64{1 << 20}})
+	copy(r.luns[0].Store().Mapping().Bytes(), "the first block")
+	for _, allow := range []bool{true, false} {
+		p := newRawPeer(t, r.dev)
+		p.dial(r.addr, allow)
+		res := p.login()
+		m := p.c.ExtraMR().Mapping()
+		mr, err := r.dev.Register(p.c.PD, m, 0, 4096, mem.LocalWrite|mem.RemoteWrite|mem.RemoteInvalidate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.sendRaw(iser.HeaderFields{ReadValid: true, ReadSTag: uint32(mr.STag()), ReadBaseOffset: mr.BaseTO()},
+			scsiCmd(1, res.CmdSN, read16(0, 1), 512, true, false))
+		resp, _ := iscsi.AsSCSIResponse(p.expect(iscsi.OpSCSIResponse))
+		if resp.Status() != 0 || !bytes.HasPrefix(mr.Bytes(), []byte("the first block")) {
+			t.Fatalf("READ: status %#x, data %q", resp.Status(), mr.Bytes()[:16])
+		}
+		if mr.Valid() == allow {
+			t.Errorf("initiator allows Send with Invalidate: %v; STag still valid after the response: %v", allow, mr.Valid())
+		}
+		r.dev.Deregister(context.Background(), mr)
+	}
+}
+
+// TestHello: an iSER Hello before login gets a HelloReply (RFC 7145
+// section 9.3), and login proceeds.
+func TestHello(t *testing.T) {
+	checkGoroutines(t)
+	r := newRig(t, rigOpts{})
+	p := newRawPeer(t, r.dev)
+	p.dial(r.addr, false)
+	p.slot = (p.slot + 1) % p.c.SendSlots()
+	buf := p.c.SendBuf(p.slot)
+	n, _ := iser.HelloFields{MaxVer: iser.Version, MinVer: iser.Version, IRD: 16}.Encode(buf)
+	if err := p.c.PostPDU(p.slot, n, 0); err != nil {
+		t.Fatal(err)
+	}
+	hr, err := iser.ParseHelloReply(p.recv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hr.Reject() || hr.CurVer() != iser.Version {
+		t.Fatalf("HelloReply: reject %v version %d", hr.Reject(), hr.CurVer())
+	}
+	p.login()
+}
+
+// TestCommandWindow: 64 concurrent commands against a target whose queue
+// depth is 4 all complete, so the initiator kept to MaxCmdSN (a command
+// outside the window would be rejected).
+func TestCommandWindow(t *testing.T) {
+	checkGoroutines(t)
+	r := newRig(t, rigOpts{sizes: []int64{4 << 20}, cfg: target.Config{QueueDepth: 4}})
+	s := r.dial(t, initiator.Config{TargetName: targetName, QueueDepth: 64})
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i := 0; i < 64; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			errs <- pattern(s, uint64(i*16), 8192, int64(i))
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestAbortOnCancel: a command whose context ends is aborted with ABORT
+// TASK before Do returns, and the session goes on.
+func TestAbortOnCancel(t *testing.T) {
+	checkGoroutines(t)
+	r := newRig(t, rigOpts{sizes: []int64{16 << 20}})
+	s := r.dial(t, initiator.Config{TargetName: targetName})
+	buf, _ := s.Alloc(8 << 20)
+	for i := 0; i < 20; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i)*50*time.Microsecond)
+		err := s.Do(ctx, &initiator.Command{CDB: write16(0, uint32(len(buf)/512)), Dir: initiator.DataOut, Data: buf})
+		cancel()
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Do: %v", err)
+		}
+	}
+	if err := pattern(s, 0, 4096, 1); err != nil {
+		t.Fatalf("after the aborts: %v", err)
+	}
+}
+
+// TestInitiatorNopTimeout: an initiator whose target stops answering
+// declares the session dead after NopInterval + NopTimeout.
+func TestInitiatorNopTimeout(t *testing.T) {
+	checkGoroutines(t)
+	dev := iwarp.NewDevice(0)
+	defer dev.Close()
+	ln, err := dev.Listen("tcp", "127.0.0.1:0", iwarp.ConnConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	p := newRawPeer(t, dev)
+	go func() {
+		req, err := ln.Accept(context.Background())
+		if err != nil {
+			return
+		}
+		var pd [iser.CMHeaderLen]byte
+		if req.Accept(p.c.QP, pd[:]) != nil {
+			return
+		}
+		p.run()
+		lt := login.NewTarget(&login.TargetConfig{
+			Lookup: func(string) *login.TargetPolicy { return &login.TargetPolicy{Name: targetName} },
+			Offer:  login.Defaults()})
+		for {
+			m := <-p.rx
+			out, done, err := lt.Step(nil, m[iser.HeaderLen:])
+			if err != nil {
+				return
+			}
+			p.sendRaw(iser.HeaderFields{}, out)
+			if done {
+				return // and never answer again
+			}
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := initiator.Dial(ctx, dev, "tcp", ln.Addr().String(), initiator.Config{InitiatorName: initiatorName,
+		TargetName: targetName, NopInterval: 100 * time.Millisecond, NopTimeout: 300 * time.Millisecond, Log: quietLog(), Buffers: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	select {
+	case <-s.Done():
+		if s.Err() == nil {
+			t.Fatal("session ended without a reason")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("initiator did not notice its silent target")
+	}
+}
