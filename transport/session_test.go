@@ -8,12 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ddpstore/ddpstore/blockdev"
 	"github.com/ddpstore/ddpstore/iwarp"
 	"github.com/ddpstore/ddpstore/iwarp/mem"
 	"github.com/ddpstore/ddpstore/transport/initiator"
 	"github.com/ddpstore/ddpstore/transport/iscsi"
 	"github.com/ddpstore/ddpstore/transport/iser"
 	"github.com/ddpstore/ddpstore/transport/login"
+	"github.com/ddpstore/ddpstore/transport/lu"
 	"github.com/ddpstore/ddpstore/transport/target"
 )
 
@@ -166,5 +168,72 @@ func TestInitiatorNopTimeout(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("initiator did not notice its silent target")
+	}
+}
+
+// TestSeveralTargets: two targets of one server and a second server in the
+// same process keep their data apart (gotgt is used without its global
+// target service).
+func TestSeveralTargets(t *testing.T) {
+	checkGoroutines(t)
+	dev := iwarp.NewDevice(0)
+	defer dev.Close()
+	names := []string{"iqn.2026-11.io.ddpstore:a", "iqn.2026-11.io.ddpstore:b", "iqn.2026-11.io.ddpstore:c"}
+	var exports [2][]target.Export
+	for i, name := range names {
+		st, err := blockdev.NewMemory(1 << 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		l, err := lu.New(uint64(i+1), st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tg, err := lu.NewTarget(name, map[uint16]*lu.LU{0: l})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := min(i, 1) // a and b on the first server, c on the second
+		exports[srv] = append(exports[srv], target.Export{Target: tg})
+	}
+	var addrs []string
+	for _, ex := range exports {
+		ln, err := dev.Listen("tcp", "127.0.0.1:0", iwarp.ConnConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := target.NewServer(dev, target.Config{Exports: ex, Log: quietLog()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- srv.Serve(ln) }()
+		defer func() { srv.Close(); <-done }()
+		addrs = append(addrs, ln.Addr().String())
+	}
+	var sessions []*initiator.Session
+	for i, name := range names {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		s, err := initiator.Dial(ctx, dev, "tcp", addrs[min(i, 1)], initiator.Config{InitiatorName: initiatorName,
+			TargetName: name, Log: quietLog(), Buffers: 1 << 20})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		sessions = append(sessions, s)
+		buf, _ := s.Alloc(512)
+		copy(buf, name)
+		do(t, s, &initiator.Command{CDB: write16(0, 1), Dir: initiator.DataOut, Data: buf})
+		s.Free(buf)
+	}
+	for i, s := range sessions {
+		buf, _ := s.Alloc(512)
+		do(t, s, &initiator.Command{CDB: read16(0, 1), Dir: initiator.DataIn, Data: buf})
+		if !bytes.HasPrefix(buf, []byte(names[i])) {
+			t.Errorf("target %s reads back %q", names[i], buf[:32])
+		}
+		s.Free(buf)
 	}
 }

@@ -159,3 +159,24 @@ func TestExecuteAllocatesNothing(t *testing.T) {
 		t.Fatalf("READ+WRITE allocate %v times per run, want 0", n)
 	}
 }
+
+// TestWriteExactTransferLength: a WRITE whose data-out buffer is longer
+// than its CDB's transfer length changes exactly the blocks the CDB names
+// (gotgt would write the whole buffer).
+func TestWriteExactTransferLength(t *testing.T) {
+	tg := newTarget(t, 1<<20)
+	var task Task
+	data := bytes.Repeat([]byte{0xab}, 4096)
+	cdb := []byte{0x2a, 0, 0, 0, 0, 4, 0, 0, 2, 0} // WRITE(10) LBA 4, 2 blocks
+	tg.Execute(&task, lun(t, 0), cdb, data, nil)
+	if task.Status != api.SAM_STAT_GOOD {
+		t.Fatalf("status %#x sense %x", task.Status, task.Sense)
+	}
+	st := tg.LU(0).data
+	if !bytes.Equal(st[4*512:6*512], data[:1024]) {
+		t.Fatal("the two blocks were not written")
+	}
+	if !bytes.Equal(st[6*512:12*512], make([]byte, 6*512)) || !bytes.Equal(st[:4*512], make([]byte, 4*512)) {
+		t.Fatal("blocks outside the CDB's range changed")
+	}
+}
