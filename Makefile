@@ -43,7 +43,7 @@ test: check
 bench:
 	@mkdir -p $(OUT)
 	set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./... | tee $(OUT)/bench.txt
-	@echo; echo "iwarp engine against plain TCP over loopback (same run):"
+	@echo; echo "RNIC and iSER against plain TCP over loopback (same run):"
 	@$(GO) run ./internal/benchratio < $(OUT)/bench.txt | tee $(OUT)/bench-ratio.txt
 
 # Each fuzz target runs alone (go test -fuzz takes one target per package).

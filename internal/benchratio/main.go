@@ -40,6 +40,10 @@ func parse(r io.Reader) ([]result, error) {
 	return out, sc.Err()
 }
 
+// sizeOf is the transfer size a sub-benchmark name carries: "1MiB" in
+// "1MiB", and in "seqread1MiB_qd8" (BenchmarkISER's names).
+var sizeOf = regexp.MustCompile(`\d+(?:KiB|MiB|GiB|B)`)
+
 // table renders the ratio table; benchmarks with no TCP baseline of their
 // size are left out.
 func table(results []result) string {
@@ -50,15 +54,15 @@ func table(results []result) string {
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-28s %-8s %12s %12s %8s\n", "benchmark", "size", "MB/s", "TCP MB/s", "ratio")
+	fmt.Fprintf(&b, "%-28s %-20s %12s %12s %8s\n", "benchmark", "size", "MB/s", "TCP MB/s", "ratio")
 	rows := 0
 	sort.SliceStable(results, func(i, j int) bool { return results[i].bench < results[j].bench })
 	for _, r := range results {
-		t, ok := base[r.size]
+		t, ok := base[sizeOf.FindString(r.size)]
 		if !ok || r.bench == "BenchmarkTCPLoopback" || t == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "%-28s %-8s %12.1f %12.1f %7.1f%%\n", r.bench, r.size, r.mbps, t, 100*r.mbps/t)
+		fmt.Fprintf(&b, "%-28s %-20s %12.1f %12.1f %7.1f%%\n", r.bench, r.size, r.mbps, t, 100*r.mbps/t)
 		rows++
 	}
 	if rows == 0 {

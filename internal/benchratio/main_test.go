@@ -11,14 +11,18 @@ BenchmarkTCPLoopback/1MiB-2         	    6100	    362948 ns/op	2000.00 MB/s	    
 BenchmarkRDMAWrite/1MiB-2           	    3616	    588514 ns/op	1700.00 MB/s	    1459 B/op	       5 allocs/op
 BenchmarkRDMAWrite/4KiB-2           	    3616	    588514 ns/op	 100.00 MB/s
 BenchmarkSendLatency-2              	  101677	     25644 ns/op
+BenchmarkISER/seqread1MiB_qd8-2     	    7298	    430757 ns/op	1000.00 MB/s	      2321 IOPS
 PASS`
 	rs, err := parse(strings.NewReader(in))
-	if err != nil || len(rs) != 3 {
+	if err != nil || len(rs) != 4 {
 		t.Fatalf("parsed %d results, err %v", len(rs), err)
 	}
 	out := table(rs)
 	if !strings.Contains(out, "BenchmarkRDMAWrite") || !strings.Contains(out, "85.0%") {
 		t.Fatalf("table:\n%s", out)
+	}
+	if !strings.Contains(out, "seqread1MiB_qd8") || !strings.Contains(out, "50.0%") {
+		t.Fatalf("BenchmarkISER not compared by the size in its name:\n%s", out)
 	}
 	if strings.Contains(out, "4KiB") {
 		t.Fatalf("a size with no TCP baseline was compared:\n%s", out)
