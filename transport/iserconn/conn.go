@@ -203,7 +203,7 @@ func (c *Conn) handle(h Handler, wc *iwarp.WC) error {
 	switch wc.WRID >> kindShift {
 	case kindRecv:
 		if wc.Status != iwarp.StatusSuccess {
-			return fmt.Errorf("iserconn: receive: %v", wc.Status)
+			return c.why(fmt.Errorf("iserconn: receive: %v", wc.Status))
 		}
 		off := int(id) * c.recvLen
 		err := h.PDU(c.rxMR.Bytes()[off : off+int(wc.ByteLen)])
@@ -219,7 +219,7 @@ func (c *Conn) handle(h Handler, wc *iwarp.WC) error {
 	case kindSend:
 		h.SendDone(int(id), wc.Status)
 		if wc.Status != iwarp.StatusSuccess {
-			return fmt.Errorf("iserconn: send: %v", wc.Status)
+			return c.why(fmt.Errorf("iserconn: send: %v", wc.Status))
 		}
 	default:
 		h.Completed(id, wc)
@@ -272,7 +272,8 @@ func (c *Conn) Loop(ctx context.Context, h Handler, wake <-chan bool, tick <-cha
 	}
 }
 
-// why explains the end of the connection.
+// why explains the end of the connection: the QP's reason (a Terminate,
+// an MPA error) when it has one, else err.
 func (c *Conn) why(err error) error {
 	if qerr := c.QP.Err(); qerr != nil {
 		return qerr

@@ -1,0 +1,123 @@
+package transport_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"math/rand"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ddpstore/ddpstore/transport/initiator"
+)
+
+// flipProxy forwards TCP between an initiator and a target and, when
+// armed, flips one bit of the initiator's stream a given number of octets
+// later: a corrupted FPDU on the wire.
+type flipProxy struct {
+	ln     net.Listener
+	target string
+	armAt  atomic.Int64 // stream offset to corrupt, or -1
+	seen   atomic.Int64 // octets forwarded initiator -> target
+	wg     sync.WaitGroup
+}
+
+func newFlipProxy(t *testing.T, target string) *flipProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &flipProxy{ln: ln, target: target}
+	p.armAt.Store(-1)
+	p.wg.Add(1)
+	go p.serve()
+	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
+	return p
+}
+
+func (p *flipProxy) serve() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.wg.Add(2)
+		go func() { defer p.wg.Done(); p.pump(s, c, true); s.Close() }()
+		go func() { defer p.wg.Done(); io.Copy(c, s); c.Close() }()
+	}
+}
+
+func (p *flipProxy) pump(dst, src net.Conn, corrupt bool) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			start := p.seen.Load()
+			if at := p.armAt.Load(); corrupt && at >= start && at < start+int64(n) {
+				buf[at-start] ^= 0x10
+				p.armAt.Store(-1)
+			}
+			p.seen.Add(int64(n))
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// arm corrupts the octet skip octets after what has been forwarded so far.
+func (p *flipProxy) arm(skip int64) { p.armAt.Store(p.seen.Load() + skip) }
+
+// TestCorruptWriteData: a bit flipped in an RDMA Read Response carrying
+// WRITE data fails the command (the target detects the CRC error and drops
+// the connection) and leaves the LUN's octets as they were.
+func TestCorruptWriteData(t *testing.T) {
+	checkGoroutines(t)
+	r := newRig(t, rigOpts{sizes: []int64{4 << 20}})
+	px := newFlipProxy(t, r.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := initiator.Dial(ctx, r.dev, "tcp", px.ln.Addr().String(), initiator.Config{InitiatorName: initiatorName,
+		TargetName: targetName, NoImmediateData: true, Log: quietLog(), Buffers: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const size = 1 << 20
+	buf, _ := s.Alloc(size)
+	rand.New(rand.NewSource(1)).Read(buf)
+	do(t, s, &initiator.Command{CDB: write16(0, size/512), Dir: initiator.DataOut, Data: buf})
+	before := append([]byte(nil), r.luns[0].Store().Mapping().Bytes()[:size]...)
+	if !bytes.Equal(before, buf) {
+		t.Fatal("the first write did not land")
+	}
+
+	rand.New(rand.NewSource(2)).Read(buf)
+	px.arm(size / 2) // well inside the RDMA Read Response's payload
+	cmd := &initiator.Command{CDB: write16(0, size/512), Dir: initiator.DataOut, Data: buf}
+	err = s.Do(ctx, cmd)
+	if err == nil && cmd.Status == 0 {
+		t.Fatal("a WRITE whose data was corrupted on the wire completed GOOD")
+	}
+	t.Logf("corrupted WRITE: %v (status %#x)", err, cmd.Status)
+	if after := r.luns[0].Store().Mapping().Bytes()[:size]; !bytes.Equal(after, before) {
+		t.Fatal("the LUN changed although the write data arrived corrupted")
+	}
+	// The target serves on: a new session works.
+	s2 := r.dial(t, initiator.Config{TargetName: targetName})
+	if err := pattern(s2, 4096, 8192, 3); err != nil {
+		t.Fatal(err)
+	}
+}
