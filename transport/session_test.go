@@ -237,3 +237,77 @@ func TestSeveralTargets(t *testing.T) {
 		s.Free(buf)
 	}
 }
+
+// TestReloadExports: a LUN added and then removed by SetExports while I/O
+// runs on another LUN of the same session; then an ACL change that
+// excludes the initiator drops its session.
+func TestReloadExports(t *testing.T) {
+	checkGoroutines(t)
+	r := newRig(t, rigOpts{sizes: []int64{4 << 20, 1 << 20}})
+	lun0 := map[uint16]*lu.LU{0: r.luns[0]}
+	both := map[uint16]*lu.LU{0: r.luns[0], 1: r.luns[1]}
+	setLUNs := func(luns map[uint16]*lu.LU, initiators []string) {
+		tg, err := lu.NewTarget(targetName, luns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.srv.SetExports([]target.Export{{Target: tg, Initiators: initiators}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setLUNs(lun0, nil)
+	s := r.dial(t, initiator.Config{TargetName: targetName})
+	stop := make(chan struct{})
+	ioErr := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				ioErr <- nil
+				return
+			default:
+			}
+			if err := pattern(s, 0, 16<<10, int64(i)); err != nil {
+				ioErr <- err
+				return
+			}
+		}
+	}()
+	buf, _ := s.Alloc(512)
+	defer s.Free(buf)
+	// waitLUN waits until TEST UNIT READY to LUN 1 gives want (GOOD or
+	// CHECK CONDITION).
+	waitLUN := func(want uint8) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			cmd := &initiator.Command{LUN: 1, CDB: make([]byte, 6)}
+			if err := s.Do(context.Background(), cmd); err != nil {
+				t.Fatal(err)
+			}
+			if cmd.Status == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("LUN 1 still answers status %#x", cmd.Status)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	setLUNs(both, nil)
+	waitLUN(0)
+	do(t, s, &initiator.Command{LUN: 1, CDB: read16(0, 1), Dir: initiator.DataIn, Data: buf})
+	setLUNs(lun0, nil)
+	waitLUN(0x02)
+	close(stop)
+	if err := <-ioErr; err != nil {
+		t.Fatalf("I/O on LUN 0 during the reloads: %v", err)
+	}
+	// Now only another initiator may log in: this session is dropped.
+	setLUNs(lun0, []string{"iqn.2026-11.io.ddpstore:someone-else"})
+	select {
+	case <-s.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("session of an initiator no longer allowed was not dropped")
+	}
+}

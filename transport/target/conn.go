@@ -61,6 +61,8 @@ type conn struct {
 	waiting  []int32 // tasks blocked on staging, send slots or the send queue
 	staging  *bufpool.Pool
 
+	gen uint64 // generation of the server's exports this session follows
+
 	lastRx   time.Time
 	pingTTT  uint32
 	pingSent time.Time // zero: no ping outstanding
@@ -155,7 +157,7 @@ func (c *conn) init() {
 	})
 }
 
-func (s *Server) lookup(name string) *login.TargetPolicy { return s.policies[name] }
+func (s *Server) lookup(name string) *login.TargetPolicy { return s.ex.Load().policies[name] }
 
 func (s *Server) nextTSIH() uint16 {
 	for {
@@ -291,23 +293,90 @@ func (c *conn) login(pdu []byte) error {
 	c.immediate, c.firstBurst, c.maxBurst = p.ImmediateData, p.FirstBurstLength, p.MaxBurstLength
 	c.log = c.log.WithFields(log.Fields{"initiator": c.res.InitiatorName, "target": c.res.TargetName})
 	if c.res.SessionType == "Normal" {
-		c.tgt = c.srv.targets[c.res.TargetName]
-		if c.tgt == nil {
-			return c.drop(fmt.Errorf("target: login for unknown target %q succeeded", c.res.TargetName))
-		}
+		ex := c.srv.ex.Load()
+		c.gen = ex.gen
 		c.storeMR = map[*lu.LU]*mem.MR{}
-		for _, n := range c.tgt.LUNs() {
-			l := c.tgt.LU(n)
-			m := l.Store().Mapping()
-			mr, err := c.srv.dev.Register(c.c.PD, m, 0, int(l.Size()), 0)
-			if err != nil {
-				return c.drop(fmt.Errorf("target: registering LUN %d: %w", n, err))
-			}
-			c.storeMR[l] = mr
+		if err := c.useTarget(ex.targets[c.res.TargetName]); err != nil {
+			return c.drop(err)
 		}
 	}
 	c.log.Infof("target: %s session logged in (TSIH %d)", c.res.SessionType, c.res.TSIH)
 	return nil
+}
+
+// useTarget makes tg the session's target: its LUs' store mappings are
+// registered (local access only) in the connection's PD, those of LUs it
+// no longer has are deregistered.
+func (c *conn) useTarget(tg *lu.Target) error {
+	if tg == nil {
+		return fmt.Errorf("target: target %q is not exported", c.res.TargetName)
+	}
+	keep := map[*lu.LU]bool{}
+	for _, n := range tg.LUNs() {
+		l := tg.LU(n)
+		keep[l] = true
+		if c.storeMR[l] != nil {
+			continue
+		}
+		mr, err := c.srv.dev.Register(c.c.PD, l.Store().Mapping(), 0, int(l.Size()), 0)
+		if err != nil {
+			return fmt.Errorf("target: registering LUN %d: %w", n, err)
+		}
+		c.storeMR[l] = mr
+	}
+	for l, mr := range c.storeMR {
+		if !keep[l] {
+			// Waits for RDMA Writes still reading it.
+			c.srv.dev.Deregister(context.Background(), mr)
+			delete(c.storeMR, l)
+		}
+	}
+	c.tgt = tg
+	return nil
+}
+
+// follow adopts a reloaded export set: a new LUN map, or the end of the
+// session when its target, its initiator's admission or its CHAP changed.
+func (c *conn) follow(ex *exports) error {
+	c.gen = ex.gen
+	if c.res.SessionType != login.SessionNormal {
+		return nil
+	}
+	old, pol := c.res.Policy, ex.policies[c.res.TargetName]
+	switch {
+	case pol == nil:
+		return c.drop(fmt.Errorf("target: %s is no longer exported", c.res.TargetName))
+	case !allowed(pol.Initiators, c.res.InitiatorName):
+		return c.drop(fmt.Errorf("target: %s is no longer allowed to %s", c.res.InitiatorName, c.res.TargetName))
+	case !sameCHAP(old.CHAP, pol.CHAP):
+		return c.drop(fmt.Errorf("target: CHAP of %s changed: the session must authenticate again", c.res.TargetName))
+	}
+	if tg := ex.targets[c.res.TargetName]; tg != c.tgt {
+		if err := c.useTarget(tg); err != nil {
+			return c.drop(err)
+		}
+		c.log.Infof("target: session follows the reloaded LUN map %v", tg.LUNs())
+	}
+	return nil
+}
+
+func allowed(list []string, name string) bool {
+	if len(list) == 0 {
+		return true
+	}
+	for _, n := range list {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+func sameCHAP(a, b *login.CHAP) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }
 
 // SendDone implements iserconn.Handler.
@@ -345,6 +414,11 @@ func (c *conn) Completed(id uint64, wc *iwarp.WC) {
 func (c *conn) Idle() error {
 	if c.closing {
 		return nil
+	}
+	if ex := c.srv.ex.Load(); c.ffp && ex.gen != c.gen {
+		if err := c.follow(ex); err != nil {
+			return err
+		}
 	}
 	for len(c.waiting) > 0 {
 		n := len(c.waiting)

@@ -112,11 +112,10 @@ func (c *Config) setDefaults() error {
 
 // Server serves iSER connections for a set of exports.
 type Server struct {
-	dev      *iwarp.Device
-	cfg      Config
-	policies map[string]*login.TargetPolicy
-	targets  map[string]*lu.Target
-	tsih     atomic.Uint32
+	dev  *iwarp.Device
+	cfg  Config
+	ex   atomic.Pointer[exports]
+	tsih atomic.Uint32
 
 	mu        sync.Mutex
 	conns     map[*conn]struct{}
@@ -130,14 +129,45 @@ func NewServer(dev *iwarp.Device, cfg Config) (*Server, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	s := &Server{dev: dev, cfg: cfg, policies: map[string]*login.TargetPolicy{}, targets: map[string]*lu.Target{},
-		conns: map[*conn]struct{}{}, listeners: map[*iwarp.Listener]struct{}{}}
-	for _, e := range cfg.Exports {
-		name := e.Target.Name()
-		s.policies[name] = &login.TargetPolicy{Name: name, Alias: e.Alias, Initiators: e.Initiators, CHAP: e.CHAP}
-		s.targets[name] = e.Target
-	}
+	s := &Server{dev: dev, cfg: cfg, conns: map[*conn]struct{}{}, listeners: map[*iwarp.Listener]struct{}{}}
+	s.ex.Store(newExports(0, cfg.Exports))
 	return s, nil
+}
+
+// exports is one generation of the server's exports, replaced whole by
+// SetExports.
+type exports struct {
+	gen      uint64
+	list     []Export
+	policies map[string]*login.TargetPolicy
+	targets  map[string]*lu.Target
+}
+
+func newExports(gen uint64, list []Export) *exports {
+	ex := &exports{gen: gen, list: list, policies: map[string]*login.TargetPolicy{}, targets: map[string]*lu.Target{}}
+	for _, e := range list {
+		name := e.Target.Name()
+		ex.policies[name] = &login.TargetPolicy{Name: name, Alias: e.Alias, Initiators: e.Initiators, CHAP: e.CHAP}
+		ex.targets[name] = e.Target
+	}
+	return ex
+}
+
+// SetExports replaces the exports (a configuration reload). New logins see
+// them at once; within about a second every session adopts its target's
+// new LUN map, and a session whose target is gone, whose initiator is no
+// longer allowed or whose CHAP changed is dropped. Other sessions go on
+// undisturbed.
+func (s *Server) SetExports(list []Export) error {
+	c := s.cfg
+	c.Exports = list
+	if err := c.setDefaults(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ex.Store(newExports(s.ex.Load().gen+1, list))
+	return nil
 }
 
 // Serve accepts connections on l until l or the server is closed. It

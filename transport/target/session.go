@@ -238,8 +238,9 @@ func (c *conn) text(bhs iscsi.BHS, data []byte) error {
 
 // targetInfo lists the exports for SendTargets.
 func (s *Server) targetInfo() []login.TargetInfo {
-	ts := make([]login.TargetInfo, 0, len(s.cfg.Exports))
-	for _, e := range s.cfg.Exports {
+	list := s.ex.Load().list
+	ts := make([]login.TargetInfo, 0, len(list))
+	for _, e := range list {
 		ts = append(ts, login.TargetInfo{Name: e.Target.Name(), Portals: s.cfg.Portals})
 	}
 	return ts
