@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -175,6 +177,7 @@ type capture struct {
 	t    *testing.T
 	meta captureMeta
 	p    *proc
+	tmp  string // where tcpdump writes
 	once sync.Once
 }
 
@@ -202,9 +205,31 @@ type captureMeta struct {
 	// RTR, when set, is the peer-to-peer ready-to-receive message ("write"
 	// or "read") that must be the Initiator's first FPDU, zero-length.
 	RTR string `json:"rtr,omitempty"`
+	// Connections, when not 0, is how many MPA Requests the capture holds
+	// (perftest connects twice per run).
+	Connections int `json:"connections,omitempty"`
+	// Ops are RDMAP opcodes that must each be in at least one FPDU sent
+	// by the given side.
+	Ops []opMeta `json:"ops,omitempty"`
+	// Dropped is how many packets tcpdump says the kernel dropped: the
+	// capture is incomplete then.
+	Dropped int `json:"dropped,omitempty"`
 	// Outcome is what the guest test saw, for the report.
 	Outcome string `json:"outcome"`
 }
+
+// opMeta is an RDMAP opcode (RFC 5040 4.3) that FPDUs from a side ("ours"
+// or "siw") must carry.
+type opMeta struct {
+	From   string `json:"from"`
+	Opcode int    `json:"opcode"`
+}
+
+// The RDMAP opcodes (RFC 5040 4.3) the captures are checked for.
+const opWrite, opReadRequest, opReadResponse, opSend = 0, 1, 2, 3
+
+var opNames = map[int]string{0: "RDMA Write", 1: "RDMA Read Request", 2: "RDMA Read Response", 3: "Send",
+	4: "Send with Invalidate", 5: "Send with SE", 6: "Send with SE and Invalidate", 7: "Terminate"}
 
 type termMeta struct {
 	From  string `json:"from"`
@@ -223,10 +248,17 @@ func startCapture(t *testing.T, meta captureMeta) *capture {
 	if err := os.MkdirAll(pcapDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c := &capture{t: t, meta: meta}
-	file := filepath.Join(pcapDir, meta.Name+".pcap")
-	os.Remove(file)
-	cmd := exec.Command("tcpdump", "-i", "lo", "-n", "--immediate-mode", "-U", "-s", "0", "-w", file, "tcp", "port", fmt.Sprint(meta.Port))
+	// perftest's many small messages made tcpdump lose packets ("dropped
+	// by kernel") under TCG. In immediate mode libpcap uses TPACKET_V2, a
+	// ring of one slot per packet, each as large as the snapshot length:
+	// 16 MiB of 256 KiB slots (-s 0) held 64 packets. Now a slot fits the
+	// largest frame on lo (14 + 65535 octets) and the ring is 64 MiB: about
+	// 1000 packets of slack. tcpdump writes to the guest's tmpfs, and stop
+	// copies the file into the shared directory, rather than over 9p.
+	c := &capture{t: t, meta: meta, tmp: filepath.Join(os.TempDir(), "siw-"+meta.Name+".pcap")}
+	os.Remove(c.tmp)
+	os.Remove(filepath.Join(pcapDir, meta.Name+".pcap"))
+	cmd := exec.Command("tcpdump", "-i", "lo", "-n", "--immediate-mode", "-B", "65536", "-s", "65549", "-w", c.tmp, "tcp", "port", fmt.Sprint(meta.Port))
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -274,7 +306,15 @@ func (c *capture) stop() {
 		if err := c.p.wait(5 * time.Second); err != nil && !strings.Contains(err.Error(), "interrupt") {
 			c.t.Logf("tcpdump: %v", err)
 		}
-		c.t.Logf("%s", strings.TrimSpace(c.p.out.String()))
+		out := strings.TrimSpace(c.p.out.String())
+		c.t.Logf("%s", out)
+		if m := droppedRE.FindStringSubmatch(out); m != nil {
+			c.meta.Dropped, _ = strconv.Atoi(m[1])
+		}
+		if err := copyFile(filepath.Join(pcapDir, c.meta.Name+".pcap"), c.tmp); err != nil {
+			c.t.Errorf("keeping the capture: %v", err)
+		}
+		os.Remove(c.tmp)
 		if c.meta.Outcome == "" {
 			c.meta.Outcome = "test ended before recording an outcome"
 		}
@@ -290,6 +330,16 @@ func (c *capture) stop() {
 			c.t.Error(err)
 		}
 	})
+}
+
+var droppedRE = regexp.MustCompile(`(\d+) packets? dropped by kernel`)
+
+func copyFile(dst, src string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o644)
 }
 
 // outcome records what happened, for the description and the log.

@@ -126,7 +126,7 @@ func TestGuestMPAModesClient(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Connect: %v", err)
 			}
-			err = e.rpingClient(ctx, modeCount, sameSTag)
+			err = e.rpingClient(ctx, modeCount, faults{})
 			if m.failsWith != "" {
 				if err == nil {
 					t.Fatalf("our client completed its pings, but expected: %s", m.failsWith)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -92,11 +93,41 @@ func checkCaptures(t *testing.T, dir string) {
 // iwarp_mpa only as a TCP heuristic ("iwarp_mpa_tcp", on by default) that
 // recognizes the MPA Request at the start of the stream; there the
 // heuristic is enabled explicitly instead.
+//
+// The dissectors of ULPs over RDMAP stay off: tshark guesses from the
+// first octets of every Send whether it is RPC-over-RDMA, SMB Direct or
+// NVMe over Fabrics, and perftest's messages make the RPC-over-RDMA guess
+// throw "Malformed Packet: RPCoRDMA". What is checked here is MPA, DDP and
+// RDMAP. tshark may stack 10000 protocol layers in a frame instead of 500:
+// siw packs up to about 500 FPDUs of perftest's 1-octet messages into one
+// TCP segment, three layers each, and past the limit tshark gives up on
+// the frame with a "Malformed" assertion (gui_max_tree_depth). And TCP's
+// heuristic dissectors, MPA's among them, go before the dissectors chosen
+// by port number: an Initiator's ephemeral port can be a registered one
+// (44321 is Performance Co-Pilot's, whose dissector then took an MPA
+// Request for the start of a PCP message). TCP reassembles segments the
+// capture holds out of order (seen on the guest's lo with 64 KiB
+// segments): else MPA reads FPDU headers in the middle of payload.
 func decodeArgs(t *testing.T, ts, metaFile string) func(port int) []string {
+	var prefs []string
 	pcap := strings.TrimSuffix(metaFile, ".json") + ".pcap"
+	for _, opt := range [][]string{
+		{"--disable-protocol", "rpcordma", "--disable-protocol", "smb_direct", "--disable-protocol", "nvme-rdma"},
+		{"-o", "gui.max_tree_depth:10000"},
+		{"-o", "tcp.try_heuristic_first:TRUE"},
+		{"-o", "tcp.reassemble_out_of_order:TRUE"},
+	} {
+		if out, err := exec.Command(ts, append([]string{"-r", pcap, "-c", "1"}, opt...)...).CombinedOutput(); err != nil {
+			t.Logf("tshark does not take %s (%s)", strings.Join(opt, " "), lastLines(string(out), 1))
+			continue
+		}
+		prefs = append(prefs, opt...)
+	}
 	out, err := exec.Command(ts, "-r", pcap, "-c", "1", "-d", "tcp.port==1,iwarp_mpa").CombinedOutput()
 	if err == nil {
-		return func(port int) []string { return []string{"-d", fmt.Sprintf("tcp.port==%d,iwarp_mpa", port)} }
+		return func(port int) []string {
+			return append([]string{"-d", fmt.Sprintf("tcp.port==%d,iwarp_mpa", port)}, prefs...)
+		}
 	}
 	t.Logf("tshark does not take -d tcp.port==P,iwarp_mpa (%s); using its iwarp_mpa TCP heuristic", lastLines(string(out), 1))
 	heur := []string{"--enable-heuristic", "iwarp_mpa_tcp"}
@@ -104,7 +135,7 @@ func decodeArgs(t *testing.T, ts, metaFile string) func(port int) []string {
 		t.Logf("tshark: %s; relying on the heuristic's default", lastLines(string(out), 1))
 		heur = nil
 	}
-	return func(int) []string { return heur }
+	return func(int) []string { return append(slices.Clip(heur), prefs...) }
 }
 
 // frame is one captured TCP segment as tshark decodes it; MPA fields hold
@@ -116,6 +147,7 @@ type frame struct {
 	ulpduLen, crcCheck, crc, opcode, stag, readSize, srcSTag, sinkSTag,
 	termLayer, termEType, termCode []string
 	payload string
+	info    string // tshark's summary (the Info column)
 }
 
 var frameFields = []string{
@@ -128,11 +160,12 @@ var frameFields = []string{
 	"iwarp_rdma.term_errcode_rdma", "iwarp_rdma.term_errcode_ddp_tagged", "iwarp_rdma.term_errcode_ddp_untagged",
 	"iwarp_rdma.term_errcode_llp", "iwarp_rdma.term_errcode",
 	"tcp.payload",
+	"_ws.col.Info", // last: the only field that may hold anything
 }
 
 func frames(t *testing.T, ts string, decode []string, pcap string) []frame {
 	args := append([]string{"-r", pcap}, decode...)
-	args = append(args, "-T", "fields", "-E", "separator=|", "-E", "occurrence=a", "-E", "aggregator=,")
+	args = append(args, "-T", "fields", "-E", "separator=/t", "-E", "occurrence=a", "-E", "aggregator=,")
 	for _, f := range frameFields {
 		args = append(args, "-e", f)
 	}
@@ -142,7 +175,7 @@ func frames(t *testing.T, ts string, decode []string, pcap string) []frame {
 	}
 	var fs []frame
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		c := strings.Split(line, "|")
+		c := strings.SplitN(line, "\t", len(frameFields))
 		if len(c) != len(frameFields) {
 			continue
 		}
@@ -164,7 +197,7 @@ func frames(t *testing.T, ts string, decode []string, pcap string) []frame {
 			ulpduLen: list(6), crcCheck: list(7), crc: list(8), opcode: list(9), stag: list(10),
 			readSize: list(11), srcSTag: list(12), sinkSTag: list(13),
 			termLayer: list(14), termEType: first(15, 16, 17, 18), termCode: first(19, 20, 21, 22, 23),
-			payload: c[24]}
+			payload: c[24], info: c[25]}
 		f.num, _ = strconv.Atoi(c[0])
 		f.srcPort, _ = strconv.Atoi(c[1])
 		fs = append(fs, f)
@@ -191,6 +224,9 @@ func checkCapture(t *testing.T, ts string, decode []string, pcap string, m captu
 	errorf := func(format string, args ...any) { t.Helper(); t.Errorf(pre+format, args...) }
 	fatalf := func(format string, args ...any) { t.Helper(); t.Fatalf(pre+format, args...) }
 	logf("guest outcome: %s", m.Outcome)
+	if m.Dropped > 0 {
+		errorf("tcpdump in the guest dropped %d packets: the capture is incomplete", m.Dropped)
+	}
 	verbose, err := exec.Command(ts, append(append([]string{"-r", pcap}, decode...), "-V")...).Output()
 	if err != nil {
 		fatalf("tshark -V: %v", err)
@@ -202,15 +238,20 @@ func checkCapture(t *testing.T, ts string, decode []string, pcap string, m captu
 	}
 	goodCRC := bytes.Count(verbose, []byte("Good CRC32"))
 
-	summary, _ := exec.Command(ts, append(append([]string{"-r", pcap}, decode...), "-Y", "iwarp_mpa || iwarp_ddp_rdmap")...).Output()
-	logf("MPA/DDP/RDMAP frames (tshark):\n%s", firstLines(string(summary), 16))
-
 	fs := frames(t, ts, decode, pcap)
+	var summary strings.Builder
+	for _, f := range fs {
+		if len(f.rev) > 0 || len(f.ulpduLen) > 0 {
+			fmt.Fprintf(&summary, "%6d  %s\n", f.num, f.info)
+		}
+	}
+	logf("MPA/DDP/RDMAP frames (tshark):\n%s", firstLines(summary.String(), 16))
 	var req, rep *frame
-	var fpdus, crcChecked, initiatorFPDUs int
+	var fpdus, crcChecked, initiatorFPDUs, requests int
 	var rtrSeen bool
 	var crcValues []string
 	var terms []*frame
+	ops := map[opMeta]int{} // FPDUs per side and opcode
 	for i := range fs {
 		f := &fs[i]
 		fromListener := f.srcPort == m.Port
@@ -219,6 +260,16 @@ func checkCapture(t *testing.T, ts string, decode []string, pcap string, m captu
 			req = f
 		case len(f.rev) > 0 && fromListener && rep == nil:
 			rep = f
+		}
+		if len(f.rev) > 0 && !fromListener {
+			requests++
+		}
+		from := "siw"
+		if fromListener == (m.Role == "server") {
+			from = "ours"
+		}
+		for _, op := range f.opcode {
+			ops[opMeta{From: from, Opcode: num(op)}]++
 		}
 		fpdus += len(f.ulpduLen)
 		crcChecked += len(f.crcCheck)
@@ -285,7 +336,15 @@ func checkCapture(t *testing.T, ts string, decode []string, pcap string, m captu
 	if m.RTR != "" && !rtrSeen {
 		errorf("the Initiator's first FPDU is not a zero-length RTR %s", m.RTR)
 	}
-	logf("%d FPDUs, %d with a good CRC", fpdus, goodCRC)
+	logf("%d FPDUs, %d with a good CRC; %s", fpdus, goodCRC, opSummary(ops))
+	if m.Connections != 0 && requests != m.Connections {
+		errorf("%d MPA Requests, want %d connections", requests, m.Connections)
+	}
+	for _, want := range m.Ops {
+		if ops[want] == 0 {
+			errorf("no %s from %s", opNames[want.Opcode], want.From)
+		}
+	}
 
 	if m.Terminate == nil {
 		if len(terms) > 0 {
@@ -310,6 +369,23 @@ func checkCapture(t *testing.T, ts string, decode []string, pcap string, m captu
 		errorf("no Terminate from %s with layer %d, type %d, code %d", want.From, want.Layer, want.EType, want.Code)
 	}
 	return goodCRC
+}
+
+// opSummary says how many FPDUs of each opcode each side sent.
+func opSummary(ops map[opMeta]int) string {
+	var parts []string
+	for _, from := range []string{"ours", "siw"} {
+		var each []string
+		for op := range 8 {
+			if n := ops[opMeta{from, op}]; n > 0 {
+				each = append(each, fmt.Sprintf("%s ×%d", opNames[op], n))
+			}
+		}
+		if len(each) > 0 {
+			parts = append(parts, from+": "+strings.Join(each, ", "))
+		}
+	}
+	return "FPDUs " + strings.Join(parts, "; ")
 }
 
 // checkRTR checks that f, the Initiator's first FPDU in the peer-to-peer

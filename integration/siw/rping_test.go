@@ -161,10 +161,33 @@ func isRefused(err error) bool {
 	return err != nil && bytes.Contains([]byte(err.Error()), []byte("connection refused"))
 }
 
+// advert is what an rping message advertises (rping_rdma_info): a
+// buffer's address, STag and length.
+type advert struct {
+	addr uint64
+	stag mem.STag
+	size int
+}
+
+// faults alter an rping conversation to provoke an error at the peer; a
+// nil hook changes nothing. The client's hooks change what it advertises
+// as its source and its sink, the server's where its RDMA Read and its
+// RDMA Write go.
+type faults struct {
+	source, sink func(e *endpoint, a advert) advert
+	read, write  func(e *endpoint, a advert) advert
+}
+
+func apply(hook func(*endpoint, advert) advert, e *endpoint, a advert) advert {
+	if hook == nil {
+		return a
+	}
+	return hook(e, a)
+}
+
 // rpingClient runs count pings of rping's client side over a connected
-// endpoint, advertising sinkSTag(sink's STag) as the sink (tests pass a
-// bogus one), and checks each echo.
-func (e *endpoint) rpingClient(ctx context.Context, count int, sinkSTag func(mem.STag) mem.STag) error {
+// endpoint and checks each echo; f may alter the advertisements.
+func (e *endpoint) rpingClient(ctx context.Context, count int, f faults) error {
 	start, sink := e.a, e.b
 	for i := range count {
 		src := start.Bytes()
@@ -178,7 +201,8 @@ func (e *endpoint) rpingClient(ctx context.Context, count int, sinkSTag func(mem
 		if err := e.postRecv(); err != nil {
 			return err
 		}
-		if err := e.sendInfo(ctx, start.BaseTO(), start.STag(), e.size); err != nil { // RDMA_READ_ADV
+		sa := apply(f.source, e, advert{start.BaseTO(), start.STag(), e.size})
+		if err := e.sendInfo(ctx, sa.addr, sa.stag, sa.size); err != nil { // RDMA_READ_ADV
 			return fmt.Errorf("ping %d: %w", i, err)
 		}
 		if _, _, _, err := e.recvInfo(ctx, "go ahead after the RDMA Read"); err != nil {
@@ -187,7 +211,8 @@ func (e *endpoint) rpingClient(ctx context.Context, count int, sinkSTag func(mem
 		if err := e.postRecv(); err != nil {
 			return err
 		}
-		if err := e.sendInfo(ctx, sink.BaseTO(), sinkSTag(sink.STag()), e.size); err != nil { // RDMA_WRITE_ADV
+		da := apply(f.sink, e, advert{sink.BaseTO(), sink.STag(), e.size})
+		if err := e.sendInfo(ctx, da.addr, da.stag, da.size); err != nil { // RDMA_WRITE_ADV
 			return fmt.Errorf("ping %d: %w", i, err)
 		}
 		if _, _, _, err := e.recvInfo(ctx, "go ahead after the RDMA Write"); err != nil {
@@ -211,7 +236,16 @@ func (e *endpoint) disconnect(ctx context.Context) error {
 	}
 }
 
-func sameSTag(s mem.STag) mem.STag { return s }
+// reregister registers the octets of mr, one of the endpoint's data
+// buffers, once more with other access rights, and returns the new region.
+func (e *endpoint) reregister(mr *mem.MR, acc mem.Access) *mem.MR {
+	e.t.Helper()
+	r, err := e.dev.Register(e.pd, mr.Mapping(), int(mr.BaseTO()-e.a.BaseTO()), mr.Len(), acc)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
 
 // TestGuestRpingClientAgainstSiwServer runs rping's protocol as the client
 // against `rping -s` on siw: for each ping the client advertises its source
@@ -229,7 +263,7 @@ func TestGuestRpingClientAgainstSiwServer(t *testing.T) {
 	if err := e.connect(ctx, port, iwarp.ConnConfig{}); err != nil {
 		t.Fatalf("connect to rping -s: %v", err)
 	}
-	if err := e.rpingClient(ctx, count, sameSTag); err != nil {
+	if err := e.rpingClient(ctx, count, faults{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.disconnect(ctx); err != nil {

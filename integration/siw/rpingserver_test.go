@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ddpstore/ddpstore/iwarp"
-	"github.com/ddpstore/ddpstore/iwarp/mem"
 )
 
 // listen listens for rping -c on port with cfg.
@@ -46,10 +45,9 @@ var errClientGone = errors.New("rping client closed the connection")
 
 // rpingServe runs rping's server side over an accepted endpoint until the
 // client goes away, and returns how many pings it served. The first receive
-// must be posted already (accept does). readSTag maps the STag the client
-// advertised for its source to the one the RDMA Read uses (tests pass a
-// bogus one).
-func (e *endpoint) rpingServe(ctx context.Context, readSTag func(mem.STag) mem.STag) (int, error) {
+// must be posted already (accept does). f may alter where the RDMA Read and
+// the RDMA Write go.
+func (e *endpoint) rpingServe(ctx context.Context, f faults) (int, error) {
 	buf := e.a
 	for pings := 0; ; pings++ {
 		addr, stag, size, err := e.recvInfo(ctx, "source advertisement")
@@ -64,8 +62,9 @@ func (e *endpoint) rpingServe(ctx context.Context, readSTag func(mem.STag) mem.S
 			return pings, fmt.Errorf("ping %d: client advertises %d octets, the buffer has %d", pings, size, buf.Len())
 		}
 		clear(buf.Bytes())
-		if err := e.qp.PostSend(&iwarp.SendWR{ID: 2, Op: iwarp.OpRead, SGL: []iwarp.SGE{iwarp.SGEOf(buf, 0, size)},
-			RemoteSTag: readSTag(stag), RemoteTO: addr}); err != nil {
+		src := apply(f.read, e, advert{addr, stag, size})
+		if err := e.qp.PostSend(&iwarp.SendWR{ID: 2, Op: iwarp.OpRead, SGL: []iwarp.SGE{iwarp.SGEOf(buf, 0, src.size)},
+			RemoteSTag: src.stag, RemoteTO: src.addr}); err != nil {
 			return pings, err
 		}
 		if _, err := e.wait(ctx, e.scq, "RDMA Read of the client's source"); err != nil {
@@ -86,8 +85,9 @@ func (e *endpoint) rpingServe(ctx context.Context, readSTag func(mem.STag) mem.S
 		if n == 0 || n > size {
 			return pings, fmt.Errorf("ping %d: no C string of at most %d octets in the data read", pings, size)
 		}
-		if err := e.qp.PostSend(&iwarp.SendWR{ID: 3, Op: iwarp.OpWrite, SGL: []iwarp.SGE{iwarp.SGEOf(buf, 0, n)},
-			RemoteSTag: stag, RemoteTO: addr}); err != nil {
+		dst := apply(f.write, e, advert{addr, stag, n})
+		if err := e.qp.PostSend(&iwarp.SendWR{ID: 3, Op: iwarp.OpWrite, SGL: []iwarp.SGE{iwarp.SGEOf(buf, 0, dst.size)},
+			RemoteSTag: dst.stag, RemoteTO: dst.addr}); err != nil {
 			return pings, err
 		}
 		if _, err := e.wait(ctx, e.scq, "RDMA Write to the client's sink"); err != nil {
@@ -109,7 +109,7 @@ func serveRpingClient(ctx context.Context, e *endpoint, l *iwarp.Listener, cli *
 	if err := e.accept(ctx, l); err != nil {
 		return err
 	}
-	pings, err := e.rpingServe(ctx, sameSTag)
+	pings, err := e.rpingServe(ctx, faults{})
 	if !errors.Is(err, errClientGone) {
 		return fmt.Errorf("after %d pings: %w", pings, err)
 	}
