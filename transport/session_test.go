@@ -311,3 +311,27 @@ func TestReloadExports(t *testing.T) {
 		t.Fatal("session of an initiator no longer allowed was not dropped")
 	}
 }
+
+// TestShutdown: Shutdown lets a session's commands finish, then closes its
+// connection gracefully.
+func TestShutdown(t *testing.T) {
+	checkGoroutines(t)
+	r := newRig(t, rigOpts{sizes: []int64{4 << 20}})
+	s := r.dial(t, initiator.Config{TargetName: targetName})
+	if err := pattern(s, 0, 64<<10, 1); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.srv.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	select {
+	case <-s.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("session still up after Shutdown")
+	}
+	if n := r.srv.Sessions(); n != 0 {
+		t.Fatalf("%d sessions after Shutdown", n)
+	}
+}

@@ -415,6 +415,14 @@ func (c *conn) Idle() error {
 	if c.closing {
 		return nil
 	}
+	if c.srv.draining.Load() && len(c.free) == len(c.tasks) {
+		// Shutting down and nothing in progress: close gracefully.
+		c.closing = true
+		if len(c.sendFree) == len(c.slotTask) {
+			c.c.QP.Disconnect()
+		}
+		return nil
+	}
 	if ex := c.srv.ex.Load(); c.ffp && ex.gen != c.gen {
 		if err := c.follow(ex); err != nil {
 			return err

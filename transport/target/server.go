@@ -112,10 +112,11 @@ func (c *Config) setDefaults() error {
 
 // Server serves iSER connections for a set of exports.
 type Server struct {
-	dev  *iwarp.Device
-	cfg  Config
-	ex   atomic.Pointer[exports]
-	tsih atomic.Uint32
+	dev      *iwarp.Device
+	cfg      Config
+	ex       atomic.Pointer[exports]
+	draining atomic.Bool
+	tsih     atomic.Uint32
 
 	mu        sync.Mutex
 	conns     map[*conn]struct{}
@@ -185,7 +186,7 @@ func (s *Server) Serve(l *iwarp.Listener) error {
 		req, err := l.Accept(context.Background())
 		if err != nil {
 			s.mu.Lock()
-			closed := s.closed
+			closed := s.closed || s.draining.Load()
 			delete(s.listeners, l)
 			s.mu.Unlock()
 			if closed {
@@ -223,6 +224,27 @@ func (s *Server) Sessions() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.conns)
+}
+
+// Shutdown stops the listeners and lets every connection finish the
+// commands it is executing, answer them, and close gracefully; when ctx
+// ends first, the rest are dropped as Close does.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.draining.Store(true)
+	s.mu.Lock()
+	for l := range s.listeners {
+		l.Close()
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return s.Close()
+	case <-ctx.Done():
+		s.Close()
+		return ctx.Err()
+	}
 }
 
 // Close stops the listeners, drops every connection and waits for their
