@@ -335,3 +335,19 @@ func TestShutdown(t *testing.T) {
 		t.Fatalf("%d sessions after Shutdown", n)
 	}
 }
+
+// TestMaxSessions: a connection beyond MaxSessions is refused; the others
+// are untouched.
+func TestMaxSessions(t *testing.T) {
+	checkGoroutines(t)
+	r := newRig(t, rigOpts{cfg: target.Config{MaxSessions: 2}})
+	a := r.dial(t, initiator.Config{TargetName: targetName})
+	r.dial(t, initiator.Config{TargetName: targetName})
+	if s, err := r.tryDial(initiator.Config{TargetName: targetName}); err == nil {
+		s.Close()
+		t.Fatal("a third session was accepted with MaxSessions 2")
+	}
+	if err := pattern(a, 0, 4096, 1); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -38,6 +38,9 @@ type Config struct {
 	Discovery *login.CHAP
 	// Portals are the addresses SendTargets reports (the listeners').
 	Portals []login.Portal
+	// MaxSessions bounds the connections served at once (default 64);
+	// more are refused at the MPA exchange.
+	MaxSessions int
 	// QueueDepth is the commands each session may have outstanding: the
 	// CmdSN window (default 128).
 	QueueDepth int
@@ -65,6 +68,9 @@ type Config struct {
 func (c *Config) setDefaults() error {
 	if c.QueueDepth == 0 {
 		c.QueueDepth = 128
+	}
+	if c.MaxSessions == 0 {
+		c.MaxSessions = 64
 	}
 	if c.RecvDataSegment == 0 {
 		c.RecvDataSegment = 8192
@@ -201,8 +207,14 @@ func (s *Server) Serve(l *iwarp.Listener) error {
 // accept starts the connection of req on its own goroutine.
 func (s *Server) accept(req *iwarp.ConnRequest) {
 	s.mu.Lock()
-	if s.closed {
+	if s.closed || s.draining.Load() {
 		s.mu.Unlock()
+		req.Reject(nil)
+		return
+	}
+	if len(s.conns) >= s.cfg.MaxSessions {
+		s.mu.Unlock()
+		s.cfg.Log.Warnf("target: refusing %s: already %d sessions (max_sessions)", req.RemoteAddr, s.cfg.MaxSessions)
 		req.Reject(nil)
 		return
 	}
