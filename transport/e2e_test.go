@@ -311,7 +311,7 @@ func TestDataPathAllocatesNothing(t *testing.T) {
 	}
 	r := newRig(t, rigOpts{sizes: []int64{8 << 20}})
 	s := r.dial(t, initiator.Config{TargetName: targetName, NopInterval: -1})
-	for _, size := range []int{4096, 256 << 10} {
+	for _, size := range []int{4096, 256 << 10, 1 << 20} {
 		buf, err := s.Alloc(size)
 		if err != nil {
 			t.Fatal(err)
