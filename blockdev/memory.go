@@ -4,10 +4,12 @@ import (
 	"fmt"
 
 	"github.com/ddpstore/ddpstore/iwarp/mem"
+	"golang.org/x/sys/unix"
 )
 
 // Memory is a Store in anonymous memory: fast, and lost when the process
-// ends. Sync has nothing to do.
+// ends. Sync has nothing to do. It is thin: memory is taken as blocks are
+// first touched, and Discard gives whole pages back to the system.
 type Memory struct {
 	m *mem.Mapping
 }
@@ -37,24 +39,32 @@ func (s *Memory) Size() int64 { return int64(s.m.Len()) }
 // ReadOnly implements Store: a memory store is always writable.
 func (s *Memory) ReadOnly() bool { return false }
 
+// Thin implements Store: Discard returns memory to the system.
+func (s *Memory) Thin() bool { return true }
+
 // Sync implements Store: memory is as durable as it gets.
 func (s *Memory) Sync(off, n int64) error { return checkRange(s, off, n) }
 
-// Discard implements Store by zeroing the range.
+// Discard implements Store: the whole pages of the range are given back to
+// the system with madvise(MADV_DONTNEED) (the private anonymous mapping
+// then reads zeros there), the partial pages at its edges are zeroed.
 func (s *Memory) Discard(off, n int64) error {
 	if err := checkRange(s, off, n); err != nil {
 		return err
 	}
-	clear(s.m.Bytes()[off : off+n])
+	b := s.m.Bytes()
+	a, e := alignedInside(off, n, pageSize)
+	if a >= e {
+		clear(b[off : off+n])
+		return nil
+	}
+	if err := unix.Madvise(b[a:e], unix.MADV_DONTNEED); err != nil {
+		return fmt.Errorf("blockdev: madvise(MADV_DONTNEED) memory store [%d, %d): %w", a, e, err)
+	}
+	clear(b[off:a])
+	clear(b[e : off+n])
 	return nil
 }
 
 // Close implements Store.
 func (s *Memory) Close() error { return s.m.Close() }
-
-func checkRange(s Store, off, n int64) error {
-	if off < 0 || n < 0 || off+n < off || off+n > s.Size() {
-		return fmt.Errorf("blockdev: range [%d, %d) outside the store's %d octets", off, off+n, s.Size())
-	}
-	return nil
-}
