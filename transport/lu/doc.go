@@ -6,6 +6,22 @@
 // READ and WRITE replace gotgt's command functions: READ hands the transport a
 // slice of the store's mapping (which it RDMA-Writes to the initiator without
 // a copy), WRITE copies exactly the transfer length from the staging buffer
-// its data arrived in. Every other command runs gotgt's implementation; a
-// panic inside it becomes CHECK CONDITION, HARDWARE ERROR.
+// its data arrived in. The commands gotgt gets wrong or lacks are ours too:
+// WRITE AND VERIFY, WRITE SAME(10/16) (with UNMAP and NDOB), UNMAP,
+// SYNCHRONIZE CACHE(10/16) over its range, COMPARE AND WRITE, READ
+// CAPACITY(16), and the INQUIRY pages 0x00, 0x83, 0xB0 and 0xB2.
+// Thin provisioning is reported and honoured from one source, LU.Thin (the
+// store's Thin). PERSISTENT RESERVE IN/OUT (broken in gotgt) and ORWRITE(16)
+// (a plain WRITE in gotgt) are answered ILLEGAL REQUEST, INVALID COMMAND
+// OPERATION CODE. Every other command runs gotgt's implementation.
+//
+// Commands that change blocks (WRITE, WRITE AND VERIFY, WRITE SAME, UNMAP,
+// COMPARE AND WRITE) take a per-LU striped range lock, so COMPARE AND WRITE
+// is atomic against them; READ takes none. An I/O error of the store (a
+// failed Sync or Discard, or a memory fault of the mapping, which is how a
+// mapped file's I/O error shows) is CHECK CONDITION, MEDIUM ERROR, never
+// BUSY as gotgt answers it; any other panic becomes CHECK CONDITION,
+// HARDWARE ERROR.
+//
+// Section numbers of SBC-3 and SPC-4 in comments are from memory.
 package lu

@@ -2,18 +2,23 @@ package lu
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/ddpstore/ddpstore/blockdev"
 	"github.com/gostor/gotgt/pkg/api"
 	gscsi "github.com/gostor/gotgt/pkg/scsi"
 )
 
+var pageSize = os.Getpagesize()
+
 // LU is one logical unit over a backing store.
 type LU struct {
+	id    uint64
 	sl    *api.SCSILu
 	ops   []gscsi.SCSIDeviceOperation // gotgt's table with our replacements; indexed by opcode
 	store blockdev.Store
-	data  []byte // the store's mapping
+	data  []byte    // the store's mapping
+	lock  rangeLock // taken by the commands that change blocks
 }
 
 // New returns an LU over store. id names it in INQUIRY's device
@@ -27,16 +32,25 @@ func New(id uint64, store blockdev.Store) (*LU, error) {
 	if store.Size()%blockdev.BlockSize != 0 || store.Size() == 0 {
 		return nil, fmt.Errorf("lu: store size %d is not a positive multiple of %d", store.Size(), blockdev.BlockSize)
 	}
-	l := &LU{store: store, data: m.Bytes()[:store.Size()]}
+	l := &LU{id: id, store: store, data: m.Bytes()[:store.Size()]}
 	proto := gscsi.NewSBCDevice(api.TYPE_DISK)
 	sbc, ok := proto.(gscsi.SBCSCSIDeviceProtocol)
 	if !ok {
 		return nil, fmt.Errorf("lu: gotgt SBC device has unexpected type %T", proto)
 	}
-	for _, op := range []api.SCSICommandType{api.READ_6, api.READ_10, api.READ_12, api.READ_16,
-		api.WRITE_6, api.WRITE_10, api.WRITE_12, api.WRITE_16} {
-		sbc.SCSIDeviceOps[op] = gscsi.NewSCSIDeviceOperation(readWrite, nil, sbc.SCSIDeviceOps[op].PRConflictBits)
-	}
+	replace(sbc.SCSIDeviceOps, readWrite, api.READ_6, api.READ_10, api.READ_12, api.READ_16,
+		api.WRITE_6, api.WRITE_10, api.WRITE_12, api.WRITE_16,
+		api.WRITE_VERIFY, api.WRITE_VERIFY_12, api.WRITE_VERIFY_16)
+	replace(sbc.SCSIDeviceOps, writeSame, api.WRITE_SAME, api.WRITE_SAME_16)
+	replace(sbc.SCSIDeviceOps, unmap, api.UNMAP)
+	replace(sbc.SCSIDeviceOps, syncCache, api.SYNCHRONIZE_CACHE, api.SYNCHRONIZE_CACHE_16)
+	replace(sbc.SCSIDeviceOps, compareAndWrite, api.COMPARE_AND_WRITE)
+	replace(sbc.SCSIDeviceOps, serviceActionIn, api.SERVICE_ACTION_IN)
+	replace(sbc.SCSIDeviceOps, inquiry, api.INQUIRY)
+	// gotgt's persistent reservations are broken, and its ORWRITE(16)
+	// writes the data instead of ORing it: both are answered ILLEGAL
+	// REQUEST, INVALID COMMAND OPERATION CODE.
+	replace(sbc.SCSIDeviceOps, gscsi.SPCIllegalOp, api.PERSISTENT_RESERVE_IN, api.PERSISTENT_RESERVE_OUT, api.ORWRITE_16)
 	l.ops = sbc.SCSIDeviceOps
 	l.sl = &api.SCSILu{
 		DeviceProtocol: sbc,
@@ -50,9 +64,24 @@ func New(id uint64, store blockdev.Store) (*LU, error) {
 	}
 	l.sl.Attrs.Online = true
 	l.sl.Attrs.Readonly = store.ReadOnly()
+	l.sl.Attrs.ThinProvisioning = l.Thin()
 	l.sl.Attrs.Lbppbe = 3
 	return l, nil
 }
+
+// replace sets the function of each opcode in ops to fn, keeping gotgt's
+// reservation conflict bits.
+func replace(ops []gscsi.SCSIDeviceOperation, fn api.CommandFunc, opcodes ...api.SCSICommandType) {
+	for _, op := range opcodes {
+		ops[op] = gscsi.NewSCSIDeviceOperation(fn, nil, ops[op].PRConflictBits)
+	}
+}
+
+// Thin reports whether the LU is thin provisioned (SBC-3 4.7): its store
+// deallocates what it discards. It is the one source of LBPME and LBPRZ in
+// READ CAPACITY(16), of the Block Limits and Logical Block Provisioning VPD
+// pages, and of whether UNMAP and WRITE SAME's UNMAP bit discard.
+func (l *LU) Thin() bool { return !l.store.ReadOnly() && l.store.Thin() }
 
 // Store returns the LU's backing store.
 func (l *LU) Store() blockdev.Store { return l.store }
@@ -61,7 +90,8 @@ func (l *LU) Store() blockdev.Store { return l.store }
 func (l *LU) Size() int64 { return l.store.Size() }
 
 // backing adapts a blockdev.Store to gotgt's BackingStore for the commands
-// gotgt still executes itself (SYNCHRONIZE CACHE, VERIFY, ...).
+// gotgt still executes itself (VERIFY, PRE-FETCH). It also leads our
+// command functions from gotgt's command record to the LU (luOf).
 type backing struct{ lu *LU }
 
 func (b *backing) Open(*api.SCSILu, string) error        { return nil }
@@ -78,6 +108,8 @@ func (b *backing) Read(off, n int64) ([]byte, error) {
 	return append([]byte(nil), b.lu.data[off:off+n]...), nil
 }
 
+// Write is not reached by the commands gotgt still executes; should a
+// gotgt command write, it takes the range lock like ours.
 func (b *backing) Write(p []byte, off int64) error {
 	if b.lu.store.ReadOnly() {
 		return fmt.Errorf("lu: write to a read-only store")
@@ -85,7 +117,8 @@ func (b *backing) Write(p []byte, off int64) error {
 	if err := b.check(off, int64(len(p))); err != nil {
 		return err
 	}
-	copy(b.lu.data[off:], p)
+	lba := uint64(off) >> 9
+	b.lu.copyLocked(lba, (uint64(off)+uint64(len(p))+511)>>9-lba, p)
 	return nil
 }
 

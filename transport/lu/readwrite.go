@@ -5,20 +5,24 @@ import (
 
 	"github.com/gostor/gotgt/pkg/api"
 	gscsi "github.com/gostor/gotgt/pkg/scsi"
+	log "github.com/sirupsen/logrus"
 )
 
-// rwCDB decodes the LBA and block count of a READ or WRITE CDB (SBC-3
-// sections 5.7 to 5.10 and 5.32 to 5.35) and whether it asks for Force Unit
-// Access. ok is false when the CDB is too short or sets a field this target
-// does not support (RDPROTECT/WRPROTECT).
+// rwCDB decodes the LBA and block count of a READ, WRITE or WRITE AND
+// VERIFY CDB (SBC-3 sections 5.7 to 5.10 and 5.32 to 5.35, and the WRITE
+// AND VERIFY commands)
+// and whether the data must be durable before GOOD: Force Unit Access, or
+// WRITE AND VERIFY, whose verification is of the medium. ok is false when
+// the CDB is too short or sets a field this target does not support
+// (RDPROTECT/WRPROTECT).
 func rwCDB(cdb []byte) (lba uint64, n uint32, fua, ok bool) {
 	need := map6
 	switch api.SCSICommandType(cdb[0]) {
-	case api.READ_10, api.WRITE_10:
+	case api.READ_10, api.WRITE_10, api.WRITE_VERIFY:
 		need = 10
-	case api.READ_12, api.WRITE_12:
+	case api.READ_12, api.WRITE_12, api.WRITE_VERIFY_12:
 		need = 12
-	case api.READ_16, api.WRITE_16:
+	case api.READ_16, api.WRITE_16, api.WRITE_VERIFY_16:
 		need = 16
 	}
 	if len(cdb) < need {
@@ -42,7 +46,7 @@ func rwCDB(cdb []byte) (lba uint64, n uint32, fua, ok bool) {
 	if cdb[1]&0xe0 != 0 { // protection information: type 0 only
 		return 0, 0, false, false
 	}
-	return lba, n, cdb[1]&0x08 != 0, true
+	return lba, n, cdb[1]&0x08 != 0 || isWriteVerify(cdb[0]), true
 }
 
 const map6 = 6
@@ -56,30 +60,52 @@ func isRead(op byte) bool {
 	return false
 }
 
-// isWrite reports whether op is one of the plain WRITE commands.
+// isWrite reports whether op is one of the WRITE or WRITE AND VERIFY
+// commands, whose data-out is copied to the store.
 func isWrite(op byte) bool {
 	switch api.SCSICommandType(op) {
 	case api.WRITE_6, api.WRITE_10, api.WRITE_12, api.WRITE_16:
 		return true
 	}
+	return isWriteVerify(op)
+}
+
+func isWriteVerify(op byte) bool {
+	switch api.SCSICommandType(op) {
+	case api.WRITE_VERIFY, api.WRITE_VERIFY_12, api.WRITE_VERIFY_16:
+		return true
+	}
 	return false
 }
 
-// readWrite replaces gotgt's SBCReadWrite for READ and WRITE: READ points
-// the data-in buffer at the store's mapping instead of copying, WRITE copies
-// exactly the CDB's transfer length (gotgt would write the whole buffer).
+// changesMedium reports whether op changes the LU's blocks: a failure of
+// it is a WRITE ERROR, of anything else an UNRECOVERED READ ERROR.
+func changesMedium(op byte) bool {
+	switch api.SCSICommandType(op) {
+	case api.WRITE_SAME, api.WRITE_SAME_16, api.UNMAP, api.COMPARE_AND_WRITE,
+		api.SYNCHRONIZE_CACHE, api.SYNCHRONIZE_CACHE_16:
+		return true
+	}
+	return isWrite(op)
+}
+
+// readWrite replaces gotgt's SBCReadWrite for READ, WRITE and WRITE AND
+// VERIFY: READ points the data-in buffer at the store's mapping instead of
+// copying, WRITE copies exactly the CDB's transfer length (gotgt would
+// write the whole buffer) under the LU's range lock. WRITE AND VERIFY is a
+// WRITE made durable before GOOD: data copied into the page cache is what
+// the verification would read back (BYTCHK compares equal by
+// construction), and the verification of the medium is the Sync.
 func readWrite(_ int, cmd *api.SCSICommand) api.SAMStat {
-	b, ok := cmd.Device.Storage.(*backing)
-	if !ok {
+	l := luOf(cmd)
+	if l == nil {
 		return checkCondition(cmd, gscsi.HARDWARE_ERROR, gscsi.ASC_INTERNAL_TGT_FAILURE)
 	}
-	l := b.lu
 	lba, n, fua, ok := rwCDB(cmd.SCB)
 	if !ok {
 		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_FIELD_IN_CDB)
 	}
-	blocks := uint64(len(l.data)) >> 9
-	if lba > blocks || uint64(n) > blocks-lba {
+	if !l.inRange(lba, uint64(n)) {
 		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_LBA_OUT_OF_RANGE)
 	}
 	off, tl := lba<<9, uint64(n)<<9
@@ -96,11 +122,30 @@ func readWrite(_ int, cmd *api.SCSICommand) api.SAMStat {
 		// The initiator sends less than the CDB asks to write.
 		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_FIELD_IN_CDB)
 	}
-	copy(l.data[off:off+tl], cmd.OutSDBBuffer.Buffer[:tl])
+	l.copyLocked(lba, uint64(n), cmd.OutSDBBuffer.Buffer[:tl])
 	if fua {
-		if err := l.store.Sync(int64(off), int64(tl)); err != nil {
-			return checkCondition(cmd, gscsi.MEDIUM_ERROR, gscsi.ASC_WRITE_ERROR)
-		}
+		return l.sync(cmd, off, tl)
+	}
+	return api.SAMStatGood
+}
+
+// copyLocked copies p to blocks [lba, lba+n) under the range lock. The
+// deferred unlock also runs when the copy faults (a mapped file truncated
+// under the LU, a full file system under a sparse one), which perform turns
+// into MEDIUM ERROR.
+func (l *LU) copyLocked(lba, n uint64, p []byte) {
+	set := stripes(lba, n)
+	l.lock.lock(set)
+	defer l.lock.unlock(set)
+	copy(l.data[lba<<9:(lba+n)<<9], p)
+}
+
+// sync makes octets [off, off+n) durable, or fails cmd with MEDIUM ERROR,
+// WRITE ERROR.
+func (l *LU) sync(cmd *api.SCSICommand, off, n uint64) api.SAMStat {
+	if err := l.store.Sync(int64(off), int64(n)); err != nil {
+		log.WithField("lu", l.id).Errorf("lu: %v", err)
+		return checkCondition(cmd, gscsi.MEDIUM_ERROR, gscsi.ASC_WRITE_ERROR)
 	}
 	return api.SAMStatGood
 }
@@ -115,4 +160,14 @@ func checkCondition(cmd *api.SCSICommand, key byte, asc gscsi.SCSISubError) api.
 	cmd.SenseBuffer = &api.SenseBuffer{Buffer: s, Length: uint32(len(s))}
 	cmd.Result = key
 	return api.SAMStatCheckCondition
+}
+
+// checkConditionInfo is checkCondition with the INFORMATION field set (and
+// VALID, SPC-4 4.5.3): COMPARE AND WRITE's offset of the first miscompare.
+func checkConditionInfo(cmd *api.SCSICommand, key byte, asc gscsi.SCSISubError, info uint32) api.SAMStat {
+	stat := checkCondition(cmd, key, asc)
+	s := cmd.SenseBuffer.Buffer
+	s[0] |= 0x80
+	binary.BigEndian.PutUint32(s[3:], info)
+	return stat
 }

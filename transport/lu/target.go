@@ -74,6 +74,7 @@ func newLUN0() (*api.SCSILu, []gscsi.SCSIDeviceOperation) {
 	var ops []gscsi.SCSIDeviceOperation
 	if sbc, ok := proto.(gscsi.SBCSCSIDeviceProtocol); ok {
 		ops = sbc.SCSIDeviceOps
+		replace(ops, inquiry, api.INQUIRY)
 	}
 	return l, ops
 }

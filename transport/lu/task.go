@@ -2,6 +2,7 @@ package lu
 
 import (
 	"reflect"
+	"runtime/debug"
 
 	"github.com/ddpstore/ddpstore/transport/iscsi"
 	"github.com/gostor/gotgt/pkg/api"
@@ -100,6 +101,14 @@ func (t *Target) Execute(task *Task, lun iscsi.LUN, cdb, out, inBuf []byte) {
 	}
 	clear(inBuf)
 	stat := t.perform(c, ops)
+	if stat.Stat == api.SAM_STAT_BUSY {
+		// gotgt answers a failure of its backing store with BUSY
+		// (SBCReadWrite), which an initiator retries without end. BUSY
+		// means the task set cannot take the command now (SAM-5 5.3.1);
+		// an I/O error is CHECK CONDITION, MEDIUM ERROR.
+		task.setSense(gscsi.MEDIUM_ERROR, mediumErrorASC(c))
+		return
+	}
 	task.Status = stat.Stat
 	if stat.Stat == api.SAM_STAT_CHECK_CONDITION {
 		if c.SenseBuffer != nil && len(c.SenseBuffer.Buffer) >= 14 {
@@ -126,21 +135,44 @@ func (t *Target) Execute(task *Task, lun iscsi.LUN, cdb, out, inBuf []byte) {
 	}
 }
 
-// perform runs gotgt's function for the opcode; a panic in it is answered
-// with CHECK CONDITION, HARDWARE ERROR rather than taking the target down.
+// perform runs the LU's function for the opcode (gotgt's or ours). A
+// memory fault in it, which is how an I/O error of a mapped store shows
+// (SIGBUS: a file truncated under its mapping, a full file system under a
+// sparse file, a failing disk), is answered with CHECK CONDITION, MEDIUM
+// ERROR; any other panic with HARDWARE ERROR, rather than taking the
+// target down.
 func (t *Target) perform(c *api.SCSICommand, ops []gscsi.SCSIDeviceOperation) (stat api.SAMStat) {
 	defer func() {
 		if r := recover(); r != nil {
-			log.WithField("target", t.t.Name).Errorf("lu: gotgt panicked on opcode %#02x: %v", c.SCB[0], r)
+			if f, fault := r.(interface{ Addr() uintptr }); fault {
+				log.WithField("target", t.t.Name).Errorf("lu: memory fault at %#x (an I/O error of the backing store) on opcode %#02x", f.Addr(), c.SCB[0])
+				stat = checkCondition(c, gscsi.MEDIUM_ERROR, mediumErrorASC(c))
+				return
+			}
+			log.WithField("target", t.t.Name).Errorf("lu: panic on opcode %#02x: %v", c.SCB[0], r)
 			stat = checkCondition(c, gscsi.HARDWARE_ERROR, gscsi.ASC_INTERNAL_TGT_FAILURE)
 		}
 	}()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	op := c.SCB[0]
 	if int(op) >= len(ops) || ops[op].CommandPerformFunc == nil || isIllegalOp(ops[op].CommandPerformFunc) {
 		return checkCondition(c, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_OP_CODE)
 	}
 	c.State = api.SCSICommandProcessed
 	return ops[op].CommandPerformFunc(0, c)
+}
+
+// mediumErrorASC returns the additional sense code of a MEDIUM ERROR of
+// c: the one gotgt chose if it chose MEDIUM ERROR, else WRITE ERROR for a
+// command that changes the medium and UNRECOVERED READ ERROR otherwise.
+func mediumErrorASC(c *api.SCSICommand) gscsi.SCSISubError {
+	if s := c.SenseBuffer; s != nil && len(s.Buffer) >= 14 && s.Buffer[0]&0x7f == 0x70 && s.Buffer[2]&0x0f == gscsi.MEDIUM_ERROR {
+		return gscsi.SCSISubError(s.Buffer[12])<<8 | gscsi.SCSISubError(s.Buffer[13])
+	}
+	if changesMedium(c.SCB[0]) {
+		return gscsi.ASC_WRITE_ERROR
+	}
+	return gscsi.ASC_READ_ERROR
 }
 
 // isIllegalOp reports whether fn is gotgt's handler of unsupported

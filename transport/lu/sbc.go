@@ -1,0 +1,326 @@
+package lu
+
+import (
+	"bytes"
+	"encoding/binary"
+
+	"github.com/gostor/gotgt/pkg/api"
+	gscsi "github.com/gostor/gotgt/pkg/scsi"
+	log "github.com/sirupsen/logrus"
+)
+
+// The limits the Block Limits VPD page (0xB0) reports and the commands
+// enforce.
+const (
+	// maxWriteSame is the MAXIMUM WRITE SAME LENGTH in blocks (32 MiB): a
+	// WRITE SAME is one copy in the connection's goroutine, so it is kept
+	// to about the time of a large WRITE.
+	maxWriteSame = 1 << 16
+	// maxUnmapBlocks is the MAXIMUM UNMAP LBA COUNT of one UNMAP (2 GiB):
+	// punching holes costs little per block.
+	maxUnmapBlocks = 1 << 22
+	// maxUnmapDescriptors is the MAXIMUM UNMAP BLOCK DESCRIPTOR COUNT.
+	maxUnmapDescriptors = 256
+	// maxCompareAndWrite is the MAXIMUM COMPARE AND WRITE LENGTH in blocks.
+	maxCompareAndWrite = 64
+)
+
+// luOf returns the LU a gotgt command runs on, or nil for the stand-in LUN
+// 0 of a target without one.
+func luOf(cmd *api.SCSICommand) *LU {
+	if cmd.Device == nil {
+		return nil
+	}
+	if b, ok := cmd.Device.Storage.(*backing); ok {
+		return b.lu
+	}
+	return nil
+}
+
+// blocks returns the LU's capacity in logical blocks.
+func (l *LU) blocks() uint64 { return uint64(len(l.data)) >> 9 }
+
+// inRange reports whether blocks [lba, lba+n) lie inside the LU.
+func (l *LU) inRange(lba, n uint64) bool {
+	b := l.blocks()
+	return lba <= b && n <= b-lba
+}
+
+// writeSame implements WRITE SAME(10) and WRITE SAME(16) (SBC-3; gotgt
+// answers GOOD and writes nothing). The one-block data-out is
+// replicated over the range, or zeros with NDOB (WRITE SAME(16) only). With
+// the UNMAP bit on a thin LU the range is discarded instead when the block
+// is all zeros, which is what a discarded block reads (LBPRZ); a block of
+// other data is written, since unmapping it would lose it (SBC-3's WRITE
+// SAME and logical block provisioning, from memory). On a LU that is not thin the UNMAP bit is ignored and the
+// data written, as SBC-3 allows a device server that cannot unmap.
+// ANCHOR is refused (ANC_SUP is 0), as are the obsolete LBDATA and PBDATA,
+// protection information and a NUMBER OF LOGICAL BLOCKS of 0 (WSNZ is 1)
+// or above maxWriteSame. WRITE SAME has no FUA bit.
+func writeSame(_ int, cmd *api.SCSICommand) api.SAMStat {
+	l := luOf(cmd)
+	if l == nil {
+		return checkCondition(cmd, gscsi.HARDWARE_ERROR, gscsi.ASC_INTERNAL_TGT_FAILURE)
+	}
+	scb := cmd.SCB
+	var lba, n uint64
+	ndob := false
+	if api.SCSICommandType(scb[0]) == api.WRITE_SAME {
+		lba, n = uint64(binary.BigEndian.Uint32(scb[2:])), uint64(binary.BigEndian.Uint16(scb[7:]))
+	} else {
+		lba, n = binary.BigEndian.Uint64(scb[2:]), uint64(binary.BigEndian.Uint32(scb[10:]))
+		ndob = scb[1]&0x01 != 0
+	}
+	unmap := scb[1]&0x08 != 0
+	if scb[1]&0xe0 != 0 || scb[1]&0x10 != 0 || scb[1]&0x06 != 0 || n == 0 || n > maxWriteSame {
+		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_FIELD_IN_CDB)
+	}
+	if l.store.ReadOnly() {
+		return checkCondition(cmd, gscsi.DATA_PROTECT, gscsi.ASC_WRITE_PROTECT)
+	}
+	if !l.inRange(lba, n) {
+		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_LBA_OUT_OF_RANGE)
+	}
+	var block []byte // nil: zeros
+	if !ndob {
+		if cmd.OutSDBBuffer == nil || len(cmd.OutSDBBuffer.Buffer) < 512 {
+			return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_FIELD_IN_CDB)
+		}
+		if block = cmd.OutSDBBuffer.Buffer[:512]; allZero(block) {
+			block = nil
+		}
+	}
+	off, tl := lba<<9, n<<9
+	set := stripes(lba, n)
+	l.lock.lock(set)
+	defer l.lock.unlock(set)
+	if unmap && block == nil && l.Thin() {
+		if err := l.store.Discard(int64(off), int64(tl)); err != nil {
+			log.WithField("lu", l.id).Errorf("lu: WRITE SAME with UNMAP: %v", err)
+			return checkCondition(cmd, gscsi.MEDIUM_ERROR, gscsi.ASC_WRITE_ERROR)
+		}
+		return api.SAMStatGood
+	}
+	dst := l.data[off : off+tl]
+	if block == nil {
+		clear(dst)
+		return api.SAMStatGood
+	}
+	copy(dst, block)
+	for k := 512; k < len(dst); k *= 2 {
+		copy(dst[k:], dst[:k])
+	}
+	return api.SAMStatGood
+}
+
+// unmap implements UNMAP (SBC-3; gotgt's is a no-op on our stores):
+// every block descriptor of the parameter list is checked before any is
+// discarded. A LU that is not thin does not support the command (LBPU is
+// 0). An incomplete last descriptor is ignored; a PARAMETER LIST LENGTH of
+// 0 is no error; one of 1 to 7 is a PARAMETER LIST LENGTH ERROR; more
+// descriptors or blocks than Block Limits reports are INVALID FIELD IN
+// PARAMETER LIST.
+func unmap(_ int, cmd *api.SCSICommand) api.SAMStat {
+	l := luOf(cmd)
+	if l == nil {
+		return checkCondition(cmd, gscsi.HARDWARE_ERROR, gscsi.ASC_INTERNAL_TGT_FAILURE)
+	}
+	scb := cmd.SCB
+	switch {
+	case l.store.ReadOnly():
+		return checkCondition(cmd, gscsi.DATA_PROTECT, gscsi.ASC_WRITE_PROTECT)
+	case !l.Thin():
+		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_OP_CODE)
+	case scb[1]&0x01 != 0: // ANCHOR
+		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_FIELD_IN_CDB)
+	}
+	pll := int(binary.BigEndian.Uint16(scb[7:]))
+	if pll == 0 {
+		return api.SAMStatGood
+	}
+	var p []byte
+	if cmd.OutSDBBuffer != nil {
+		p = cmd.OutSDBBuffer.Buffer[:min(pll, len(cmd.OutSDBBuffer.Buffer))]
+	}
+	if len(p) < 8 {
+		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_PARAMETER_LIST_LENGTH_ERR)
+	}
+	d := p[8:]
+	d = d[:min(int(binary.BigEndian.Uint16(p[2:])), len(d))/16*16]
+	if len(d)/16 > maxUnmapDescriptors {
+		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_FIELD_IN_PARMS)
+	}
+	var total, set uint64
+	for i := 0; i < len(d); i += 16 {
+		lba, n := binary.BigEndian.Uint64(d[i:]), uint64(binary.BigEndian.Uint32(d[i+8:]))
+		if !l.inRange(lba, n) {
+			return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_LBA_OUT_OF_RANGE)
+		}
+		total += n
+		set |= stripes(lba, n)
+	}
+	if total > maxUnmapBlocks {
+		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_FIELD_IN_PARMS)
+	}
+	l.lock.lock(set)
+	defer l.lock.unlock(set)
+	for i := 0; i < len(d); i += 16 {
+		lba, n := binary.BigEndian.Uint64(d[i:]), uint64(binary.BigEndian.Uint32(d[i+8:]))
+		if n == 0 {
+			continue
+		}
+		if err := l.store.Discard(int64(lba<<9), int64(n<<9)); err != nil {
+			log.WithField("lu", l.id).Errorf("lu: UNMAP: %v", err)
+			return checkCondition(cmd, gscsi.MEDIUM_ERROR, gscsi.ASC_WRITE_ERROR)
+		}
+	}
+	return api.SAMStatGood
+}
+
+// syncCache implements SYNCHRONIZE CACHE(10) and (16) (SBC-3): Store.Sync of exactly the blocks named, NUMBER OF LOGICAL BLOCKS
+// 0 meaning through the last. gotgt ignores the range. IMMED is honoured by
+// finishing before the status, which is always allowed.
+func syncCache(_ int, cmd *api.SCSICommand) api.SAMStat {
+	l := luOf(cmd)
+	if l == nil {
+		return checkCondition(cmd, gscsi.HARDWARE_ERROR, gscsi.ASC_INTERNAL_TGT_FAILURE)
+	}
+	scb := cmd.SCB
+	var lba, n uint64
+	if api.SCSICommandType(scb[0]) == api.SYNCHRONIZE_CACHE {
+		lba, n = uint64(binary.BigEndian.Uint32(scb[2:])), uint64(binary.BigEndian.Uint16(scb[7:]))
+	} else {
+		lba, n = binary.BigEndian.Uint64(scb[2:]), uint64(binary.BigEndian.Uint32(scb[10:]))
+	}
+	if lba >= l.blocks() || !l.inRange(lba, n) {
+		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_LBA_OUT_OF_RANGE)
+	}
+	if n == 0 {
+		n = l.blocks() - lba
+	}
+	return l.sync(cmd, lba<<9, n<<9)
+}
+
+// compareAndWrite implements COMPARE AND WRITE (SBC-3 5.2), which gotgt
+// lacks. The data-out holds NUMBER OF LOGICAL BLOCKS blocks of verify data,
+// then as many of write data. Under the range lock, so atomically against
+// every other command that changes those blocks, the blocks are compared
+// with the verify data and, if equal, replaced with the write data (made
+// durable first with FUA); if not, the command ends in MISCOMPARE DURING
+// VERIFY OPERATION with the INFORMATION field the offset of the first
+// octet that differs. 0 blocks is no error and does nothing.
+func compareAndWrite(_ int, cmd *api.SCSICommand) api.SAMStat {
+	l := luOf(cmd)
+	if l == nil {
+		return checkCondition(cmd, gscsi.HARDWARE_ERROR, gscsi.ASC_INTERNAL_TGT_FAILURE)
+	}
+	scb := cmd.SCB
+	lba, n := binary.BigEndian.Uint64(scb[2:]), uint64(scb[13])
+	fua := scb[1]&0x08 != 0
+	if scb[1]&0xe0 != 0 || n > maxCompareAndWrite {
+		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_FIELD_IN_CDB)
+	}
+	if l.store.ReadOnly() {
+		return checkCondition(cmd, gscsi.DATA_PROTECT, gscsi.ASC_WRITE_PROTECT)
+	}
+	if !l.inRange(lba, n) {
+		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_LBA_OUT_OF_RANGE)
+	}
+	if n == 0 {
+		return api.SAMStatGood
+	}
+	off, tl := lba<<9, n<<9
+	if cmd.OutSDBBuffer == nil || uint64(len(cmd.OutSDBBuffer.Buffer)) < 2*tl {
+		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_FIELD_IN_CDB)
+	}
+	verify, write := cmd.OutSDBBuffer.Buffer[:tl], cmd.OutSDBBuffer.Buffer[tl:2*tl]
+	if at := l.compareAndSwap(lba, n, verify, write); at >= 0 {
+		return checkConditionInfo(cmd, gscsi.MISCOMPARE, gscsi.ASC_MISCOMPARE_DURING_VERIFY_OPERATION, uint32(at))
+	}
+	if fua {
+		return l.sync(cmd, off, tl)
+	}
+	return api.SAMStatGood
+}
+
+// compareAndSwap replaces blocks [lba, lba+n) with write if they hold
+// verify, under the range lock, and returns -1; otherwise it returns the
+// offset of the first octet that differs.
+func (l *LU) compareAndSwap(lba, n uint64, verify, write []byte) int {
+	set := stripes(lba, n)
+	l.lock.lock(set)
+	defer l.lock.unlock(set)
+	cur := l.data[lba<<9 : (lba+n)<<9]
+	if !bytes.Equal(cur, verify) {
+		return firstDifference(cur, verify)
+	}
+	copy(cur, write)
+	return -1
+}
+
+// firstDifference returns the index of the first octet where a and b,
+// of equal length, differ, or -1.
+func firstDifference(a, b []byte) int {
+	const chunk = 64
+	i := 0
+	for ; i+chunk <= len(a) && bytes.Equal(a[i:i+chunk], b[i:i+chunk]); i += chunk {
+	}
+	for ; i < len(a); i++ {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return -1
+}
+
+// allZero reports whether b holds only zeros.
+func allZero(b []byte) bool {
+	var zeros [512]byte
+	for len(b) > 0 {
+		k := min(len(b), len(zeros))
+		if !bytes.Equal(b[:k], zeros[:k]) {
+			return false
+		}
+		b = b[k:]
+	}
+	return true
+}
+
+// serviceActionIn dispatches SERVICE ACTION IN(16): READ CAPACITY(16) is
+// ours, GET LBA STATUS gotgt's; gotgt answers GOOD to any other service
+// action, we INVALID FIELD IN CDB, as for any unsupported field value.
+func serviceActionIn(host int, cmd *api.SCSICommand) api.SAMStat {
+	switch api.SCSICommandType(cmd.SCB[1] & 0x1f) {
+	case api.SAI_READ_CAPACITY_16:
+		return readCapacity16(cmd)
+	case api.SAI_GET_LBA_STATUS:
+		return gscsi.SBCServiceAction(host, cmd)
+	}
+	return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_FIELD_IN_CDB)
+}
+
+// readCapacity16 implements READ CAPACITY(16) (SBC-3 5.16): the last LBA,
+// the block length, 8 logical blocks per physical block (4 KiB pages), and
+// LBPME and LBPRZ from the store's Thin, like the VPD pages B0 and B2.
+func readCapacity16(cmd *api.SCSICommand) api.SAMStat {
+	l := luOf(cmd)
+	if l == nil {
+		return checkCondition(cmd, gscsi.HARDWARE_ERROR, gscsi.ASC_INTERNAL_TGT_FAILURE)
+	}
+	scb := cmd.SCB
+	// PMI 0 with a LOGICAL BLOCK ADDRESS (SBC-3; both obsolete in SBC-4).
+	if scb[14]&0x01 == 0 && binary.BigEndian.Uint64(scb[2:]) != 0 {
+		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_FIELD_IN_CDB)
+	}
+	var d [32]byte
+	binary.BigEndian.PutUint64(d[0:], l.blocks()-1)
+	binary.BigEndian.PutUint32(d[8:], 512)
+	d[13] = byte(l.sl.Attrs.Lbppbe) & 0x0f
+	if l.Thin() {
+		d[14] = 0x80 | 0x40 // LBPME, LBPRZ
+	}
+	alloc := int(binary.BigEndian.Uint32(scb[10:]))
+	in := cmd.InSDBBuffer.Buffer
+	cmd.InSDBBuffer.Resid = uint32(copy(in[:min(alloc, len(in))], d[:]))
+	return api.SAMStatGood
+}

@@ -1,0 +1,315 @@
+package lu
+
+import (
+	"bytes"
+	"encoding/binary"
+	"path/filepath"
+	"testing"
+
+	"github.com/ddpstore/ddpstore/blockdev"
+	"github.com/gostor/gotgt/pkg/api"
+)
+
+func inquiryVPD(page byte, alloc uint16) []byte {
+	return []byte{byte(api.INQUIRY), 1, page, byte(alloc >> 8), byte(alloc), 0}
+}
+
+func readCapacity16CDB(alloc uint32) []byte {
+	c := make([]byte, 16)
+	c[0], c[1] = byte(api.SERVICE_ACTION_IN), byte(api.SAI_READ_CAPACITY_16)
+	binary.BigEndian.PutUint32(c[10:], alloc)
+	return c
+}
+
+// TestProvisioningReport: READ CAPACITY(16), the Block Limits and Logical
+// Block Provisioning VPD pages and the list of VPD pages all tell the
+// store's Thin.
+func TestProvisioningReport(t *testing.T) {
+	dir := t.TempDir()
+	ro, err := blockdev.OpenFile(filepath.Join(dir, "ro.img"), 1<<20, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro.Close()
+	if ro, err = blockdev.OpenFile(filepath.Join(dir, "ro.img"), 0, true); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ro.Close() })
+	file, err := blockdev.OpenFile(filepath.Join(dir, "rw.img"), 1<<20, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { file.Close() })
+	mem, err := blockdev.NewMemory(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mem.Close() })
+	ss := newStores(t, 1<<20, 0)
+	cases := []struct {
+		name  string
+		store blockdev.Store
+		thin  bool
+	}{
+		{"memory", mem, true},
+		{"file", file, file.Thin()},
+		{"read-only file", ro, false},
+		{"store not thin", ss[fullLU], false},
+		{"thin store", ss[thinLU], true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tg := targetOf(t, c.store)
+			if tg.LU(0).Thin() != c.thin {
+				t.Fatalf("LU.Thin() = %v, want %v", tg.LU(0).Thin(), c.thin)
+			}
+			var task Task
+			in := make([]byte, 255)
+			l := lun(t, 0)
+
+			tg.Execute(&task, l, readCapacity16CDB(32), nil, in[:32])
+			expect(t, &task, 0, 0)
+			rc := task.DataIn
+			if len(rc) != 32 || binary.BigEndian.Uint64(rc) != 2047 || binary.BigEndian.Uint32(rc[8:]) != 512 || rc[13]&0x0f != 3 {
+				t.Fatalf("READ CAPACITY(16): %x", rc)
+			}
+			if lbpme, lbprz := rc[14]&0x80 != 0, rc[14]&0x40 != 0; lbpme != c.thin || lbprz != c.thin {
+				t.Errorf("READ CAPACITY(16): LBPME %v LBPRZ %v, want %v", lbpme, lbprz, c.thin)
+			}
+
+			tg.Execute(&task, l, inquiryVPD(0x00, 255), nil, in)
+			expect(t, &task, 0, 0)
+			if n := int(binary.BigEndian.Uint16(task.DataIn[2:])); task.DataIn[1] != 0 || !bytes.Equal(task.DataIn[4:4+n], []byte{0x00, 0x80, 0x83, 0xb0, 0xb2}) {
+				t.Errorf("Supported VPD Pages: %x", task.DataIn)
+			}
+
+			tg.Execute(&task, l, inquiryVPD(0xb0, 255), nil, in)
+			expect(t, &task, 0, 0)
+			b0 := task.DataIn
+			if len(b0) < 64 || b0[1] != 0xb0 || binary.BigEndian.Uint16(b0[2:]) != 0x3c {
+				t.Fatalf("Block Limits: %x", b0)
+			}
+			if b0[4]&1 != 1 || b0[5] != maxCompareAndWrite || binary.BigEndian.Uint64(b0[36:]) != maxWriteSame {
+				t.Errorf("Block Limits: WSNZ %d, MAXIMUM COMPARE AND WRITE LENGTH %d, MAXIMUM WRITE SAME LENGTH %d", b0[4]&1, b0[5], binary.BigEndian.Uint64(b0[36:]))
+			}
+			unmap := [4]uint32{binary.BigEndian.Uint32(b0[20:]), binary.BigEndian.Uint32(b0[24:]), binary.BigEndian.Uint32(b0[28:]), binary.BigEndian.Uint32(b0[32:])}
+			want := [4]uint32{}
+			if c.thin {
+				want = [4]uint32{maxUnmapBlocks, maxUnmapDescriptors, uint32(pageSize / 512), 1 << 31}
+			}
+			if unmap != want {
+				t.Errorf("Block Limits: MAXIMUM UNMAP LBA COUNT, DESCRIPTOR COUNT, OPTIMAL UNMAP GRANULARITY, UGAVALID = %v, want %v", unmap, want)
+			}
+
+			tg.Execute(&task, l, inquiryVPD(0xb2, 255), nil, in)
+			expect(t, &task, 0, 0)
+			b2 := task.DataIn
+			if len(b2) < 8 || b2[1] != 0xb2 || binary.BigEndian.Uint16(b2[2:]) != 4 {
+				t.Fatalf("Logical Block Provisioning: %x", b2)
+			}
+			flags, ptype := b2[5], b2[6]&0x07
+			wantFlags, wantType := byte(0), byte(0)
+			if c.thin {
+				wantFlags, wantType = 0x80|0x40|0x20|0x04, 2 // LBPU LBPWS LBPWS10 LBPRZ; thin
+			}
+			if flags != wantFlags || ptype != wantType {
+				t.Errorf("Logical Block Provisioning: flags %#x type %d, want %#x and %d", flags, ptype, wantFlags, wantType)
+			}
+
+			// UNMAP is there exactly when the LU says so.
+			tg.Execute(&task, l, unmapCDB(0, 24), unmapList([2]uint64{0, 1}), nil)
+			switch {
+			case c.store.ReadOnly():
+				expect(t, &task, keyDataProtect, ascWriteProtected)
+			case c.thin:
+				expect(t, &task, 0, 0)
+			default:
+				expect(t, &task, keyIllegalRequest, ascInvalidOpcode)
+			}
+		})
+	}
+}
+
+// TestReadCapacity16: the allocation length bounds the data; other
+// service actions of SERVICE ACTION IN are refused (gotgt answers GOOD).
+func TestReadCapacity16(t *testing.T) {
+	tg, _ := targetOfKinds(t, lbas*512, 0)
+	cases := []struct {
+		name string
+		cdb  []byte
+		n    int
+		key  byte
+		asc  uint16
+	}{
+		{name: "32 octets", cdb: readCapacity16CDB(32), n: 32},
+		{name: "allocation length 12", cdb: readCapacity16CDB(12), n: 12},
+		{name: "allocation length beyond the buffer", cdb: readCapacity16CDB(4096), n: 32},
+		{name: "LBA without PMI", cdb: func() []byte { c := readCapacity16CDB(32); c[9] = 1; return c }(), key: keyIllegalRequest, asc: ascInvalidFieldInCDB},
+		{name: "unknown service action", cdb: func() []byte { c := readCapacity16CDB(32); c[1] = 0x1f; return c }(), key: keyIllegalRequest, asc: ascInvalidFieldInCDB},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var task Task
+			tg.Execute(&task, lun(t, 0), c.cdb, nil, make([]byte, 64))
+			expect(t, &task, c.key, c.asc)
+			if c.key == 0 && (len(task.DataIn) < c.n || binary.BigEndian.Uint64(task.DataIn) != lbas-1) {
+				t.Fatalf("data %x, want %d octets", task.DataIn, c.n)
+			}
+		})
+	}
+}
+
+// TestPersistentReservations: gotgt's are broken; the commands are
+// refused cleanly, as is ORWRITE(16), which gotgt implements as a WRITE.
+func TestPersistentReservations(t *testing.T) {
+	tg, ss := targetOfKinds(t, lbas*512, 0)
+	var cdbs [][]byte
+	for sa := byte(0); sa < 4; sa++ {
+		cdbs = append(cdbs, []byte{byte(api.PERSISTENT_RESERVE_IN), sa, 0, 0, 0, 0, 0, 0x10, 0, 0})
+	}
+	for sa := byte(0); sa < 8; sa++ {
+		cdbs = append(cdbs, []byte{byte(api.PERSISTENT_RESERVE_OUT), sa, 0x01, 0, 0, 0, 0, 0, 24, 0})
+	}
+	cdbs = append(cdbs, cdb16(byte(api.ORWRITE_16), 0, 0, 1))
+	for _, cdb := range cdbs {
+		for _, n := range []uint16{0, 7} { // a LU, and no LU
+			var task Task
+			out := []byte(nil)
+			if cdb[0] != byte(api.PERSISTENT_RESERVE_IN) {
+				out = bytes.Repeat([]byte{0xaa}, 512)
+			}
+			tg.Execute(&task, lun(t, n), cdb, out, make([]byte, 16))
+			want := uint16(ascInvalidOpcode)
+			if n == 7 {
+				want = 0x2500 // LOGICAL UNIT NOT SUPPORTED
+			}
+			k, a := senseKey(task.Sense)
+			if task.Status != api.SAM_STAT_CHECK_CONDITION || k != keyIllegalRequest || a != want || len(task.Sense) < 18 {
+				t.Errorf("opcode %#x service action %d on LUN %d: status %#x sense %x", cdb[0], cdb[1], n, task.Status, task.Sense)
+			}
+		}
+	}
+	if !allOctets(ss[thinLU].Mapping().Bytes(), 0) {
+		t.Error("ORWRITE(16) changed the LU")
+	}
+}
+
+// designators parses the designation descriptors of a Device
+// Identification page into "association/type" -> designator.
+func designators(t *testing.T, p []byte) map[string][]byte {
+	t.Helper()
+	if len(p) < 4 || p[1] != 0x83 || int(binary.BigEndian.Uint16(p[2:]))+4 != len(p) {
+		t.Fatalf("not a whole Device Identification page: %x", p)
+	}
+	ds := map[string][]byte{}
+	for d := p[4:]; len(d) > 0; {
+		if len(d) < 4 || len(d) < 4+int(d[3]) {
+			t.Fatalf("truncated designation descriptor %x", d)
+		}
+		kind := [...]string{"lu", "port", "device", "?"}[d[1]>>4&3] + "/" + [...]string{"vendor", "t10", "eui64", "naa", "relport", "tpg", "lugroup", "md5", "name"}[d[1]&0x0f]
+		ds[kind] = d[4 : 4+d[3]]
+		d = d[4+d[3]:]
+	}
+	return ds
+}
+
+// TestDeviceIdentification: VPD page 0x83 must not panic, for any LU of a
+// target of several and for an absent LUN, and names each LU apart.
+func TestDeviceIdentification(t *testing.T) {
+	const name = "iqn.2026-11.io.ddpstore:test"
+	for _, withLUN0 := range []bool{true, false} {
+		ss := newStores(t, 1<<20, 0)
+		luns := map[uint16]*LU{}
+		for i, n := range []uint16{0, 1, 5} {
+			if n == 0 && !withLUN0 {
+				continue
+			}
+			l, err := New(uint64(100+i), ss[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			luns[n] = l
+		}
+		tg, err := NewTarget(name, luns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]uint16{}
+		for _, n := range []uint16{0, 1, 5, 9, 255} {
+			present := luns[n] != nil
+			for _, page := range []byte{0x00, 0x80, 0x83, 0xb0, 0xb2} {
+				var task Task
+				tg.Execute(&task, lun(t, n), inquiryVPD(page, 255), nil, make([]byte, 255))
+				if task.Status != api.SAM_STAT_GOOD || len(task.DataIn) < 4 || task.DataIn[1] != page {
+					t.Fatalf("LUN %d (LUN 0 %v) VPD page %#x: status %#x sense %x data %x", n, withLUN0, page, task.Status, task.Sense, task.DataIn)
+				}
+				if q := task.DataIn[0] >> 5; (q == 0) != present {
+					t.Errorf("LUN %d VPD page %#x: peripheral qualifier %d", n, page, q)
+				}
+				if page != 0x83 {
+					continue
+				}
+				ds := designators(t, task.DataIn[:4+binary.BigEndian.Uint16(task.DataIn[2:])])
+				naa, ok := ds["lu/naa"]
+				if ok != present {
+					t.Fatalf("LUN %d: LU designator %x, want one %v", n, naa, present)
+				}
+				if ok {
+					if len(naa) != 8 || naa[0]>>4 != 3 {
+						t.Errorf("LUN %d: NAA designator %x", n, naa)
+					}
+					if m, dup := seen[string(naa)]; dup {
+						t.Errorf("LUNs %d and %d have the same NAA designator %x", m, n, naa)
+					}
+					seen[string(naa)] = n
+				}
+				if got := ds["port/relport"]; !bytes.Equal(got, []byte{0, 0, 0, 1}) {
+					t.Errorf("LUN %d: relative target port %x", n, got)
+				}
+				if got := ds["port/tpg"]; !bytes.Equal(got, []byte{0, 0, 0, 1}) {
+					t.Errorf("LUN %d: target port group %x", n, got)
+				}
+				if got := ds["port/name"]; string(bytes.TrimRight(got, "\x00")) != name+",t,0x0001" || len(got)%4 != 0 {
+					t.Errorf("LUN %d: target port name %q", n, got)
+				}
+				if got := ds["device/name"]; string(bytes.TrimRight(got, "\x00")) != name || len(got)%4 != 0 {
+					t.Errorf("LUN %d: target device name %q", n, got)
+				}
+			}
+		}
+	}
+}
+
+// TestInquiry: allocation lengths, pages we do not build, standard data.
+func TestInquiry(t *testing.T) {
+	tg, _ := targetOfKinds(t, 1<<20, 0)
+	cases := []struct {
+		name string
+		lun  uint16
+		cdb  []byte
+		in   int
+		n    int // octets of data-in, at most
+		key  byte
+		asc  uint16
+	}{
+		{name: "0x83 cut to 4 octets", cdb: inquiryVPD(0x83, 4), in: 255, n: 4},
+		{name: "0xb0 into a short buffer", cdb: inquiryVPD(0xb0, 255), in: 10, n: 10},
+		{name: "0x83 allocation length 0", cdb: inquiryVPD(0x83, 0), in: 255, n: 255},
+		{name: "0x80 is gotgt's", cdb: inquiryVPD(0x80, 255), in: 255, n: 255},
+		{name: "unsupported page", cdb: inquiryVPD(0x99, 255), in: 255, key: keyIllegalRequest, asc: ascInvalidFieldInCDB},
+		{name: "unsupported page, absent LUN", lun: 9, cdb: inquiryVPD(0x99, 255), in: 255, key: keyIllegalRequest, asc: ascInvalidFieldInCDB},
+		{name: "standard data", cdb: []byte{byte(api.INQUIRY), 0, 0, 0, 96, 0}, in: 96, n: 96},
+		{name: "standard data, absent LUN", lun: 9, cdb: []byte{byte(api.INQUIRY), 0, 0, 0, 96, 0}, in: 96, n: 96},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var task Task
+			in := make([]byte, c.in)
+			tg.Execute(&task, lun(t, c.lun), c.cdb, nil, in)
+			expect(t, &task, c.key, c.asc)
+			if c.key == 0 && (len(task.DataIn) > c.n || len(task.DataIn) == 0) {
+				t.Fatalf("%d octets of data-in, want at most %d", len(task.DataIn), c.n)
+			}
+		})
+	}
+}
