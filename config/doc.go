@@ -2,4 +2,77 @@
 // strictly (unknown fields are errors, and every error names the file, line
 // and field) and supplies the embedded defaults the programs run with when
 // no file is given.
+//
+// # The target configuration
+//
+// ParseTarget and LoadTarget read a file like this one:
+//
+//	portals:                      # default: one tcp portal on 127.0.0.1:3260
+//	  - listen: 127.0.0.1:3260    # host:port; [::1]:3260 for IPv6; :3260 for every address
+//	    transport: tcp            # tcp (default), sctp or sctp-udp
+//	    mpa: {revision: 2, markers: false, crc: true}   # tcp only; these are the defaults
+//	targets:                      # at least one
+//	  - name: iqn.2026-11.io.ddpstore:disk1             # an iSCSI name, unique
+//	    alias: disk1                                    # optional
+//	    luns:                                           # at least one; ids unique, 0..16383
+//	      - {id: 0, path: /var/lib/ddpstore/disk1.img, size: 1GiB}
+//	      - {id: 1, memory: 256MiB}
+//	      - {id: 2, path: /dev/sdb, readonly: true}
+//	    initiators: [iqn.2026-11.io.ddpstore:host1]     # optional; none: any initiator
+//	    chap: {user: u, secret: initiator-secret, mutual_user: t, mutual_secret: target-secret}
+//	discovery_chap: {user: u, secret: discovery-secret} # optional
+//	limits: {max_sessions: 64, queue_depth: 128}        # defaults; 1..65535 and 1..4096
+//	log: {level: info, format: text}                    # defaults
+//
+// A LUN has exactly one of path (an absolute path of a regular file or block
+// device) and memory (a size). size goes with path only and is the size of
+// the file, which the daemon needs when it creates a missing file. Sizes are
+// integer octets or a number with a binary unit (B, KiB, MiB, GiB, TiB; see
+// Size) and LUN sizes are whole 512-octet blocks. Two LUNs may share a path
+// only if both are readonly.
+//
+// iSCSI names follow RFC 7143 section 4.2.7 (CheckISCSIName): iqn.YYYY-MM.
+// reversed.domain[:anything], eui. and 16 hex digits, naa. and 16 or 32 hex
+// digits, lower case, at most 223 octets.
+//
+// CHAP: user and secret are what an initiator must present; mutual_user and
+// mutual_secret, what the target presents back. Each pair is given whole,
+// mutual CHAP only with one-way CHAP, and secrets are at least 12 octets
+// (96 bits, RFC 7143 section 9.2.1: ddpstore has no IPsec to excuse shorter
+// ones). No secret that authenticates initiators (secret) may authenticate a
+// target (mutual_secret) anywhere in the file. Messages never show secrets;
+// Target.Marshal does write them.
+//
+// A Target is always complete: ParseTarget fills in every default, and
+// Target.Marshal writes the effective configuration back, so that
+// ParseTarget(Marshal(t)) equals t. DefaultTarget is the embedded
+// default-target.yaml, parsed by ParseTarget like any file.
+//
+// # Errors
+//
+// ParseTarget reports every defect it finds, not only the first, as an
+// errors.Join of *Error values sorted by position, each formatted as
+//
+//	disk.yaml:12: targets[0].luns[1].size: "12QB" is not a size (use a number with KiB, MiB, GiB or TiB)
+//
+// with a column after the line where the line alone is ambiguous (inside a
+// flow collection such as {id: 0, memory: 1GiB}). Checked: YAML syntax (at the
+// line where reading goes wrong), one document per file, empty files, types
+// (a list where a mapping belongs, a quoted number, yes for true), unknown
+// fields (with the allowed ones and a suggestion), duplicate fields, merge
+// keys and unusual tags, and every rule above. Anchors and aliases are
+// allowed; a defect inside an aliased value is reported where the anchored
+// value is written, and a file whose aliases expand beyond a million nodes is
+// refused.
+//
+// # The reader
+//
+// Files are parsed with gopkg.in/yaml.v3 into yaml.Node trees and walked
+// against the schema by a small reader (decode.go) that keeps each node's
+// position: yaml.v3's own decoder is not used, since it stops at the first
+// error, loses positions and accepts duplicate keys in places. The initiator
+// configuration (ddpinitiator) is meant to be read by the same reader and to
+// share its parts: Size, CHAP, MPA and the transport names, CheckISCSIName,
+// and host:port checking (without the empty host, which only a listener
+// accepts).
 package config

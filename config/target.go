@@ -1,0 +1,674 @@
+package config
+
+import (
+	_ "embed"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Target is the configuration of ddptarget: where it listens, the targets it
+// exports and how. ParseTarget fills in every default, so a Target is always
+// the effective configuration.
+type Target struct {
+	Portals       []Portal    // where to accept connections; default one TCP portal on 127.0.0.1:3260
+	Targets       []TargetDef // at least one
+	DiscoveryCHAP *CHAP       // CHAP for discovery sessions (SendTargets); nil: none
+	Limits        Limits
+	Log           Log
+}
+
+// Portal is one listening address (YAML: listen, transport, mpa).
+type Portal struct {
+	Listen    string // host:port as written; an empty host (":3260") listens on every address
+	Transport string // TransportTCP (default), TransportSCTP or TransportSCTPUDP
+	MPA       MPA    // MPA options, used by TCP portals only (SCTP carries DDP without MPA)
+}
+
+// The lower layers a portal can carry DDP over.
+const (
+	TransportTCP     = "tcp"      // MPA over TCP (RFC 5044)
+	TransportSCTP    = "sctp"     // DDP over kernel SCTP (RFC 5043)
+	TransportSCTPUDP = "sctp-udp" // DDP over userspace SCTP over UDP
+)
+
+var transports = []string{TransportTCP, TransportSCTP, TransportSCTPUDP}
+
+// MPA holds the MPA options of a TCP portal (YAML: revision, markers, crc).
+type MPA struct {
+	Revision int  // 1 (RFC 5044) or 2 (RFC 6581); default 2
+	Markers  bool // ask for Markers; default false
+	CRC      bool // ask for CRCs; default true
+}
+
+// DefaultMPA returns the MPA options a portal gets when it names none.
+func DefaultMPA() MPA { return MPA{Revision: 2, Markers: false, CRC: true} }
+
+// TargetDef is one exported iSCSI target (YAML: name, alias, luns,
+// initiators, chap).
+type TargetDef struct {
+	Name       string   // the iSCSI name (CheckISCSIName)
+	Alias      string   // TargetAlias, optional
+	LUNs       []LUN    // at least one, ids distinct
+	Initiators []string // iSCSI names allowed to log in; nil: any initiator
+	CHAP       *CHAP    // nil: no authentication
+}
+
+// LUN is one logical unit of a target (YAML: id, path, memory, size,
+// readonly). Exactly one of Path and Memory is set.
+type LUN struct {
+	ID       int    // 0..MaxLUNID
+	Path     string // absolute path of a regular file or block device
+	Memory   Size   // size of a memory-backed LUN
+	Size     Size   // with Path: the size of the file (needed when the daemon creates it); 0 when not given
+	ReadOnly bool
+}
+
+// MaxLUNID is the largest LUN id (the SAM flat addressing space).
+const MaxLUNID = 16383
+
+// CHAP holds CHAP credentials (YAML: user, secret, mutual_user,
+// mutual_secret). User and Secret are what the initiator must present;
+// MutualUser and MutualSecret, when set, are what the target presents back
+// (mutual CHAP).
+type CHAP struct {
+	User, Secret             string
+	MutualUser, MutualSecret string
+}
+
+// MinCHAPSecretLen is the shortest CHAP secret accepted, in octets: RFC 7143
+// section 9.2.1 requires secrets of at least 96 bits unless IPsec protects
+// the connection, and ddpstore has no IPsec.
+const MinCHAPSecretLen = 12
+
+// maxTextValue is the longest iSCSI text value (RFC 7143 section 6.1), which
+// bounds CHAP user names and the target alias.
+const maxTextValue = 255
+
+// Limits bounds what the target accepts (YAML: max_sessions, queue_depth).
+type Limits struct {
+	MaxSessions int // sessions at once, 1..65535; default 64
+	QueueDepth  int // commands in flight per session, 1..4096; default 128
+}
+
+// DefaultLimits returns the limits a configuration gets when it names none.
+func DefaultLimits() Limits { return Limits{MaxSessions: 64, QueueDepth: 128} }
+
+// Log sets up logging (YAML: level, format).
+type Log struct {
+	Level  string // panic, fatal, error, warn, info (default), debug or trace
+	Format string // text (default) or json
+}
+
+// DefaultLog returns the logging a configuration gets when it names none.
+func DefaultLog() Log { return Log{Level: "info", Format: "text"} }
+
+var (
+	logLevels  = []string{"panic", "fatal", "error", "warn", "info", "debug", "trace"}
+	logFormats = []string{"text", "json"}
+)
+
+// DefaultListen is the address of the portal a configuration without portals gets.
+const DefaultListen = "127.0.0.1:3260"
+
+// defaultTargetYAML is what ddptarget runs when no file is given.
+//
+//go:embed default-target.yaml
+var defaultTargetYAML []byte
+
+// DefaultTarget returns the embedded default configuration: one 1 GiB memory
+// LUN (id 0) in target iqn.2026-11.io.ddpstore:default on 127.0.0.1:3260.
+// Each call returns a new Target the caller may change.
+func DefaultTarget() *Target {
+	t, err := ParseTarget("default-target.yaml (embedded)", defaultTargetYAML)
+	if err != nil {
+		panic("config: the embedded default target configuration is invalid: " + err.Error())
+	}
+	return t
+}
+
+// maxFileSize bounds what LoadTarget reads.
+const maxFileSize = 16 << 20
+
+// LoadTarget reads and parses the target configuration in the file at path.
+func LoadTarget(path string) (*Target, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, err // an *os.PathError, which names the file
+	}
+	if len(data) > maxFileSize {
+		return nil, fmt.Errorf("%s: larger than %s: not a configuration file", path, Size(maxFileSize))
+	}
+	return ParseTarget(path, data)
+}
+
+// ParseTarget parses a target configuration, checks it and fills in its
+// defaults. filename is used only in messages. On error it returns every
+// defect found, each an *Error naming file:line and the field, joined with
+// errors.Join in the order of the file.
+func ParseTarget(filename string, data []byte) (*Target, error) {
+	d := newDecoder(filename)
+	root := d.document(data)
+	if root == nil {
+		return nil, d.err()
+	}
+	t := d.target(root)
+	if err := d.err(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+var (
+	targetFields    = []string{"portals", "targets", "discovery_chap", "limits", "log"}
+	portalFields    = []string{"listen", "transport", "mpa"}
+	mpaFields       = []string{"revision", "markers", "crc"}
+	targetDefFields = []string{"name", "alias", "luns", "initiators", "chap"}
+	lunFields       = []string{"id", "path", "memory", "size", "readonly"}
+	chapFields      = []string{"user", "secret", "mutual_user", "mutual_secret"}
+	limitsFields    = []string{"max_sessions", "queue_depth"}
+	logFields       = []string{"level", "format"}
+)
+
+// targetChecks gathers what is checked across the whole file.
+type targetChecks struct {
+	names   map[string]string    // target name -> where it first is
+	paths   map[string]pathOwner // cleaned LUN path -> first LUN using it
+	secrets []secretUse          // every CHAP secret, for the one-way/mutual rule
+}
+
+type pathOwner struct {
+	path     string // field path of the LUN
+	pos      string // where its path is
+	readOnly bool
+}
+
+type secretUse struct {
+	mutual bool
+	secret string
+	node   *yaml.Node
+	path   string // field path of the CHAP mapping
+}
+
+func (d *decoder) target(root *yaml.Node) *Target {
+	t := &Target{Limits: DefaultLimits(), Log: DefaultLog()}
+	f, ok := d.mapping(root, "", "a target configuration", targetFields)
+	if !ok {
+		return t
+	}
+	c := &targetChecks{names: map[string]string{}, paths: map[string]pathOwner{}}
+	if pf, ok := f["portals"]; ok {
+		t.Portals = d.portals(pf)
+	} else {
+		t.Portals = []Portal{{Listen: DefaultListen, Transport: TransportTCP, MPA: DefaultMPA()}}
+	}
+	if tf, ok := f["targets"]; ok {
+		items, ok := d.sequence(tf, "targets", "targets")
+		if ok && len(items) == 0 {
+			d.errorf(d.resolve(tf.val), "targets", "empty: a configuration exports at least one target")
+		}
+		for i, item := range items {
+			t.Targets = append(t.Targets, d.targetDef(item, index("targets", i), c))
+		}
+	} else {
+		d.missing(root, "", "targets", "a configuration exports at least one target")
+	}
+	if cf, ok := f["discovery_chap"]; ok {
+		t.DiscoveryCHAP = d.chap(cf, "discovery_chap", &c.secrets)
+	}
+	if lf, ok := f["limits"]; ok {
+		t.Limits = d.limits(lf)
+	}
+	if lf, ok := f["log"]; ok {
+		t.Log = d.log(lf)
+	}
+	d.checkSecrets(c.secrets)
+	return t
+}
+
+// portals reads the portals list and checks that no two listen on the same
+// address, port and transport.
+func (d *decoder) portals(f field) []Portal {
+	items, ok := d.sequence(f, "portals", "portals")
+	if !ok {
+		return nil
+	}
+	if len(items) == 0 {
+		d.errorf(d.resolve(f.val), "portals", "empty: list at least one portal, or leave portals out for the default %s", DefaultListen)
+		return nil
+	}
+	type groupKey struct {
+		transport string
+		port      int
+	}
+	type group struct {
+		hosts    map[string]int // host -> line of its first portal
+		wildcard int            // line of the first portal on every address
+		first    int            // line of the first portal of the group
+	}
+	groups := map[groupKey]*group{}
+	var out []Portal
+	for i, item := range items {
+		path := index("portals", i)
+		p, listen, hp, ok := d.portal(item, path)
+		out = append(out, p)
+		if !ok {
+			continue
+		}
+		k := groupKey{p.Transport, hp.port}
+		g := groups[k]
+		if g == nil {
+			g = &group{hosts: map[string]int{}, first: listen.Line}
+			groups[k] = g
+		}
+		lp := join(path, "listen")
+		switch line, dup := g.hosts[hp.host]; {
+		case dup || hp.wildcard && g.wildcard != 0:
+			if !dup {
+				line = g.wildcard
+			}
+			d.errorf(listen, lp, "duplicate portal: %s %s is the same address as the portal at line %d", p.Transport, p.Listen, line)
+			continue
+		case g.wildcard != 0:
+			d.errorf(listen, lp, "%s %s overlaps the portal at line %d, which listens on every address on port %d", p.Transport, p.Listen, g.wildcard, hp.port)
+			continue
+		case hp.wildcard && len(g.hosts) > 0:
+			d.errorf(listen, lp, "%s %s listens on every address on port %d, which overlaps the portal at line %d", p.Transport, p.Listen, hp.port, g.first)
+			continue
+		}
+		g.hosts[hp.host] = listen.Line
+		if hp.wildcard {
+			g.wildcard = listen.Line
+		}
+	}
+	return out
+}
+
+// portal reads one portal. ok reports a valid listen address and transport,
+// which are then returned for the duplicate check.
+func (d *decoder) portal(item *yaml.Node, path string) (p Portal, listen *yaml.Node, hp hostPort, ok bool) {
+	p = Portal{Transport: TransportTCP, MPA: DefaultMPA()}
+	f, fok := d.mapping(item, path, "a portal", portalFields)
+	if !fok {
+		return p, nil, hp, false
+	}
+	listenOK, transportOK := false, true
+	if lf, has := f["listen"]; has {
+		if s, sok := d.str(lf, join(path, "listen"), "host:port"); sok {
+			listen = d.resolve(lf.val)
+			var err error
+			if hp, err = parseHostPort(s, true); err != nil {
+				d.errorf(listen, join(path, "listen"), "%v", err)
+			} else {
+				p.Listen, listenOK = s, true
+			}
+		}
+	} else {
+		d.missing(item, path, "listen", "a portal needs an address to listen on, as 127.0.0.1:3260")
+	}
+	if tf, has := f["transport"]; has {
+		p.Transport, transportOK = d.oneOf(tf, join(path, "transport"), "a transport", transports)
+	}
+	if mf, has := f["mpa"]; has {
+		if transportOK && p.Transport != TransportTCP {
+			d.errorf(mf.key, join(path, "mpa"), "only tcp portals use MPA: DDP runs over SCTP without it (RFC 5043); remove mpa")
+		} else {
+			p.MPA = d.mpa(mf, join(path, "mpa"))
+		}
+	}
+	return p, listen, hp, listenOK && transportOK
+}
+
+func (d *decoder) mpa(f field, path string) MPA {
+	m := DefaultMPA()
+	mf, ok := d.mapping(f.val, path, "mpa", mpaFields)
+	if !ok {
+		return m
+	}
+	if rf, has := mf["revision"]; has {
+		if v, ok := d.integerHint(rf, join(path, "revision"), "MPA revision", 1, 2, ": 1 is RFC 5044, 2 adds the RFC 6581 startup"); ok {
+			m.Revision = int(v)
+		}
+	}
+	if bf, has := mf["markers"]; has {
+		m.Markers, _ = d.boolean(bf, join(path, "markers"))
+	}
+	if bf, has := mf["crc"]; has {
+		if v, ok := d.boolean(bf, join(path, "crc")); ok {
+			m.CRC = v
+		}
+	}
+	return m
+}
+
+func (d *decoder) targetDef(item *yaml.Node, path string, c *targetChecks) TargetDef {
+	var t TargetDef
+	f, ok := d.mapping(item, path, "a target", targetDefFields)
+	if !ok {
+		return t
+	}
+	if nf, has := f["name"]; has {
+		np := join(path, "name")
+		if s, ok := d.str(nf, np, "an iSCSI name"); ok {
+			n := d.resolve(nf.val)
+			if err := CheckISCSIName(s); err != nil {
+				d.errorf(n, np, "%v", err)
+			} else if line, dup := c.names[s]; dup {
+				d.errorf(n, np, "duplicate target name %q (first at %s)", s, line)
+			} else {
+				c.names[s] = d.pos(n)
+				t.Name = s
+			}
+		}
+	} else {
+		d.missing(item, path, "name", "a target needs an iSCSI name, as iqn.2026-11.io.example:disk1")
+	}
+	if af, has := f["alias"]; has {
+		if s, ok := d.str(af, join(path, "alias"), "a target alias"); ok {
+			if len(s) > maxTextValue {
+				d.errorf(d.resolve(af.val), join(path, "alias"), "%d octets long, the limit is %d (an iSCSI text value)", len(s), maxTextValue)
+			} else {
+				t.Alias = s
+			}
+		}
+	}
+	if lf, has := f["luns"]; has {
+		t.LUNs = d.luns(lf, join(path, "luns"), c)
+	} else {
+		d.missing(item, path, "luns", "a target needs at least one LUN")
+	}
+	if inf, has := f["initiators"]; has {
+		t.Initiators = d.initiators(inf, join(path, "initiators"))
+	}
+	if cf, has := f["chap"]; has {
+		t.CHAP = d.chap(cf, join(path, "chap"), &c.secrets)
+	}
+	return t
+}
+
+func (d *decoder) luns(f field, path string, c *targetChecks) []LUN {
+	items, ok := d.sequence(f, path, "LUNs")
+	if !ok {
+		return nil
+	}
+	if len(items) == 0 {
+		d.errorf(d.resolve(f.val), path, "empty: a target needs at least one LUN")
+		return nil
+	}
+	ids := map[int]string{} // id -> where it first is
+	out := make([]LUN, 0, len(items))
+	for i, item := range items {
+		lp := index(path, i)
+		lun, idNode, ok := d.lun(item, lp, c)
+		out = append(out, lun)
+		if !ok {
+			continue
+		}
+		if line, dup := ids[lun.ID]; dup {
+			d.errorf(idNode, join(lp, "id"), "duplicate LUN id %d (first at %s)", lun.ID, line)
+			continue
+		}
+		ids[lun.ID] = d.pos(idNode)
+	}
+	return out
+}
+
+// lun reads one LUN; ok reports a valid id, returned with its node for the
+// duplicate check.
+func (d *decoder) lun(item *yaml.Node, path string, c *targetChecks) (l LUN, idNode *yaml.Node, ok bool) {
+	f, fok := d.mapping(item, path, "a LUN", lunFields)
+	if !fok {
+		return l, nil, false
+	}
+	if idf, has := f["id"]; has {
+		if v, vok := d.integer(idf, join(path, "id"), "LUN id", 0, MaxLUNID); vok {
+			l.ID, idNode, ok = int(v), d.resolve(idf.val), true
+		}
+	} else {
+		d.missing(item, path, "id", fmt.Sprintf("each LUN needs an id, 0..%d", MaxLUNID))
+	}
+	pf, hasPath := f["path"]
+	mf, hasMemory := f["memory"]
+	switch {
+	case hasPath && hasMemory:
+		later := pf.key
+		if mf.key.Line > later.Line || mf.key.Line == later.Line && mf.key.Column > later.Column {
+			later = mf.key
+		}
+		d.errorf(later, path, "path and memory exclude each other: a LUN is backed by a file or block device (path) or by memory")
+	case !hasPath && !hasMemory:
+		d.errorf(d.resolve(item), path, "neither path nor memory: a LUN is backed by a file or block device (path: /absolute/file) or by memory (memory: 1GiB)")
+	}
+	var pathOK bool
+	if hasPath {
+		pp := join(path, "path")
+		if s, sok := d.str(pf, pp, "an absolute path"); sok {
+			if !filepath.IsAbs(s) {
+				d.errorf(d.resolve(pf.val), pp, "%q is relative: write an absolute path", clip(s))
+			} else {
+				l.Path, pathOK = s, true
+			}
+		}
+	}
+	if hasMemory {
+		if s, sok := d.size(mf, join(path, "memory")); sok && d.blocks(mf, join(path, "memory"), s) {
+			l.Memory = s
+		}
+	}
+	if sf, has := f["size"]; has {
+		if hasMemory && !hasPath {
+			d.errorf(sf.key, join(path, "size"), "size goes with path: a memory LUN's size is its memory value")
+		} else if s, sok := d.size(sf, join(path, "size")); sok && d.blocks(sf, join(path, "size"), s) {
+			l.Size = s
+		}
+	}
+	if rf, has := f["readonly"]; has {
+		l.ReadOnly, _ = d.boolean(rf, join(path, "readonly"))
+	}
+	if pathOK && !hasMemory {
+		clean := filepath.Clean(l.Path)
+		n := d.resolve(pf.val)
+		if first, dup := c.paths[clean]; dup && !(first.readOnly && l.ReadOnly) {
+			d.errorf(n, join(path, "path"), "%q is already the backing store of %s (%s): two LUNs on one store would corrupt each other's data unless both are readonly", clip(l.Path), first.path, first.pos)
+		} else if !dup {
+			c.paths[clean] = pathOwner{path: path, pos: d.pos(n), readOnly: l.ReadOnly}
+		}
+	}
+	return l, idNode, ok
+}
+
+// blocks checks that a LUN size is a positive whole number of blocks.
+func (d *decoder) blocks(f field, path string, s Size) bool {
+	n := d.resolve(f.val)
+	switch {
+	case s == 0:
+		d.errorf(n, path, "0 octets: a LUN holds at least one %d-octet block", BlockSize)
+		return false
+	case s%BlockSize != 0:
+		down, up := s-s%BlockSize, s-s%BlockSize+BlockSize
+		hint := fmt.Sprintf("%s or %s", down, up)
+		if down == 0 || up < 0 {
+			hint = Size(BlockSize).String()
+			if down != 0 {
+				hint = down.String()
+			}
+		}
+		d.errorf(n, path, "%s is not a whole number of %d-octet blocks (use %s)", s, BlockSize, hint)
+		return false
+	}
+	return true
+}
+
+func (d *decoder) initiators(f field, path string) []string {
+	items, ok := d.sequence(f, path, "iSCSI names")
+	if !ok {
+		return nil
+	}
+	seen := map[string]string{}
+	var out []string
+	for i, item := range items {
+		ip := index(path, i)
+		s, ok := d.str(field{val: item}, ip, "an iSCSI name")
+		if !ok {
+			continue
+		}
+		n := d.resolve(item)
+		if err := CheckISCSIName(s); err != nil {
+			d.errorf(n, ip, "%v", err)
+		} else if line, dup := seen[s]; dup {
+			d.errorf(n, ip, "duplicate initiator %q (first at %s)", s, line)
+		} else {
+			seen[s] = d.pos(n)
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// chap reads CHAP credentials: user and secret together, and mutual_user and
+// mutual_secret together and only with them. The secrets are added to
+// secrets for checkSecrets.
+func (d *decoder) chap(f field, path string, secrets *[]secretUse) *CHAP {
+	cf, ok := d.mapping(f.val, path, "chap", chapFields)
+	if !ok {
+		return nil
+	}
+	var ch CHAP
+	valid := true
+	text := func(name string, dst *string, secret bool) {
+		ff, has := cf[name]
+		if !has {
+			return
+		}
+		p := join(path, name)
+		want := "a CHAP user name"
+		if secret {
+			want = "a CHAP secret"
+		}
+		s, ok := d.str(ff, p, want)
+		if !ok {
+			valid = false
+			return
+		}
+		n := d.resolve(ff.val)
+		switch {
+		case secret && len(s) < MinCHAPSecretLen:
+			d.errorf(n, p, "too short (%d octets): RFC 7143 section 9.2.1 requires at least 96 bits (%d octets) of secret unless IPsec protects the connection, and ddpstore has no IPsec", len(s), MinCHAPSecretLen)
+			valid = false
+		case !secret && len(s) > maxTextValue:
+			d.errorf(n, p, "%d octets long, the limit is %d (an iSCSI text value)", len(s), maxTextValue)
+			valid = false
+		default:
+			*dst = s
+			if secret {
+				*secrets = append(*secrets, secretUse{mutual: name == "mutual_secret", secret: s, node: n, path: path})
+			}
+		}
+	}
+	text("user", &ch.User, false)
+	text("secret", &ch.Secret, true)
+	text("mutual_user", &ch.MutualUser, false)
+	text("mutual_secret", &ch.MutualSecret, true)
+
+	pair := func(user, secret string) (ok bool, one string) {
+		u, s := cf.has(user), cf.has(secret)
+		switch {
+		case u && !s:
+			return false, fmt.Sprintf("%s without %s: give both", user, secret)
+		case s && !u:
+			return false, fmt.Sprintf("%s without %s: give both", secret, user)
+		}
+		return u && s, ""
+	}
+	oneWay, msg1 := pair("user", "secret")
+	mutual, msg2 := pair("mutual_user", "mutual_secret")
+	switch {
+	case msg1 != "":
+		d.errorf(f.key, path, "%s", msg1)
+		valid = false
+	case !oneWay && (mutual || msg2 != ""):
+		d.errorf(f.key, path, "mutual CHAP needs one-way CHAP too: the target answers only an initiator that has authenticated (give user and secret)")
+		valid = false
+	case !oneWay:
+		d.errorf(f.key, path, "no credentials: give user and secret (and for mutual CHAP mutual_user and mutual_secret), or leave %s out", f.key.Value)
+		valid = false
+	}
+	if msg2 != "" && oneWay {
+		d.errorf(f.key, path, "%s", msg2)
+		valid = false
+	}
+	if !valid {
+		return nil
+	}
+	return &ch
+}
+
+// checkSecrets enforces RFC 7143 section 9.2.1: a secret that authenticates
+// initiators (secret) must not authenticate targets (mutual_secret), anywhere
+// in the configuration. Messages never show the secrets.
+func (d *decoder) checkSecrets(uses []secretUse) {
+	oneWay := map[string]secretUse{}
+	for _, u := range uses {
+		if _, seen := oneWay[u.secret]; !u.mutual && !seen {
+			oneWay[u.secret] = u
+		}
+	}
+	for _, u := range uses {
+		if !u.mutual {
+			continue
+		}
+		if w, clash := oneWay[u.secret]; clash {
+			where := "secret"
+			if w.path != u.path {
+				where = fmt.Sprintf("%s.secret (%s)", w.path, d.pos(w.node))
+			}
+			d.errorf(u.node, join(u.path, "mutual_secret"), "the same as %s: RFC 7143 section 9.2.1 forbids one secret authenticating both initiators and targets", where)
+		}
+	}
+}
+
+func (d *decoder) limits(f field) Limits {
+	l := DefaultLimits()
+	lf, ok := d.mapping(f.val, "limits", "limits", limitsFields)
+	if !ok {
+		return l
+	}
+	if mf, has := lf["max_sessions"]; has {
+		if v, ok := d.integer(mf, "limits.max_sessions", "max_sessions", 1, 65535); ok {
+			l.MaxSessions = int(v)
+		}
+	}
+	if qf, has := lf["queue_depth"]; has {
+		if v, ok := d.integer(qf, "limits.queue_depth", "queue_depth", 1, 4096); ok {
+			l.QueueDepth = int(v)
+		}
+	}
+	return l
+}
+
+func (d *decoder) log(f field) Log {
+	l := DefaultLog()
+	lf, ok := d.mapping(f.val, "log", "log", logFields)
+	if !ok {
+		return l
+	}
+	if vf, has := lf["level"]; has {
+		if v, ok := d.oneOf(vf, "log.level", "a log level", logLevels); ok {
+			l.Level = v
+		}
+	}
+	if vf, has := lf["format"]; has {
+		if v, ok := d.oneOf(vf, "log.format", "a log format", logFormats); ok {
+			l.Format = v
+		}
+	}
+	return l
+}
