@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ddpstore/ddpstore/blockdev"
+	"github.com/ddpstore/ddpstore/config"
+	"github.com/ddpstore/ddpstore/iwarp"
+	"github.com/ddpstore/ddpstore/iwarp/mpa"
+	"github.com/ddpstore/ddpstore/transport/login"
+	"github.com/ddpstore/ddpstore/transport/lu"
+	"github.com/ddpstore/ddpstore/transport/target"
+	log "github.com/sirupsen/logrus"
+)
+
+// daemon is a running target: its RNIC, server, listeners and LUs.
+type daemon struct {
+	log    *log.Entry
+	dev    *iwarp.Device
+	srv    *target.Server
+	failed chan error
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	luns    map[lunKey]*openLU // by target and LUN id
+	retired []*openLU          // stores of removed LUs, closed once unregistered
+	nextID  uint64
+	addrs   []string // the listeners' addresses
+}
+
+type lunKey struct {
+	target string
+	id     int
+}
+
+// openLU is an LU with the config it was built from, so a reload reuses
+// LUs whose definition did not change (a memory LUN keeps its data).
+type openLU struct {
+	def   config.LUN
+	store blockdev.Store
+	lu    *lu.LU
+}
+
+// start opens every store, builds the targets and listens on every portal.
+func start(cfg *config.Target, logger *log.Entry) (d *daemon, err error) {
+	d = &daemon{log: logger, dev: iwarp.NewDevice(0), failed: make(chan error, 1), luns: map[lunKey]*openLU{}}
+	defer func() {
+		if err != nil {
+			d.closeStores(true)
+			d.dev.Close()
+		}
+	}()
+	exports, err := d.build(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var portals []login.Portal
+	var lns []*iwarp.Listener
+	for _, p := range cfg.Portals {
+		if p.Transport != "" && p.Transport != "tcp" {
+			return nil, fmt.Errorf("portal %s: transport %q is not available yet (only tcp)", p.Listen, p.Transport)
+		}
+		ln, err := d.dev.Listen("tcp", p.Listen, iwarp.ConnConfig{MPA: mpa.StartupConfig{
+			Revision: uint8(p.MPA.Revision), Markers: p.MPA.Markers, NoCRC: !p.MPA.CRC}})
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return nil, fmt.Errorf("portal %s: %w", p.Listen, err)
+		}
+		lns = append(lns, ln)
+		portals = append(portals, login.Portal{Addr: ln.Addr().String(), TPGT: 1})
+		d.addrs = append(d.addrs, ln.Addr().String())
+	}
+	d.srv, err = target.NewServer(d.dev, target.Config{
+		Exports: exports, Discovery: loginCHAP(cfg.DiscoveryCHAP), Portals: portals,
+		QueueDepth: cfg.Limits.QueueDepth, MaxSessions: cfg.Limits.MaxSessions, Log: logger,
+	})
+	if err != nil {
+		for _, l := range lns {
+			l.Close()
+		}
+		return nil, err
+	}
+	for _, ln := range lns {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			if err := d.srv.Serve(ln); err != nil {
+				select {
+				case d.failed <- fmt.Errorf("portal %s: %w", ln.Addr(), err):
+				default:
+				}
+			}
+		}()
+		logger.Infof("ddptarget: listening on %s", ln.Addr())
+	}
+	for _, e := range exports {
+		logger.Infof("ddptarget: exporting %s, LUNs %v", e.Target.Name(), e.Target.LUNs())
+	}
+	return d, nil
+}
+
+// build opens (or reuses) the LUs of cfg and returns the exports.
+func (d *daemon) build(cfg *config.Target) ([]target.Export, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	next := map[lunKey]*openLU{}
+	var opened []*openLU
+	fail := func(err error) ([]target.Export, error) {
+		for _, o := range opened {
+			o.store.Close()
+		}
+		return nil, err
+	}
+	var exports []target.Export
+	for _, t := range cfg.Targets {
+		luns := map[uint16]*lu.LU{}
+		for _, l := range t.LUNs {
+			key := lunKey{t.Name, l.ID}
+			if o := d.luns[key]; o != nil && o.def == l {
+				next[key] = o
+				luns[uint16(l.ID)] = o.lu
+				continue
+			}
+			o, err := d.open(l)
+			if err != nil {
+				return fail(fmt.Errorf("target %s LUN %d: %w", t.Name, l.ID, err))
+			}
+			opened = append(opened, o)
+			next[key] = o
+			luns[uint16(l.ID)] = o.lu
+		}
+		tg, err := lu.NewTarget(t.Name, luns)
+		if err != nil {
+			return fail(err)
+		}
+		exports = append(exports, target.Export{Target: tg, Initiators: t.Initiators, CHAP: loginCHAP(t.CHAP), Alias: t.Alias})
+	}
+	for key, o := range d.luns {
+		if next[key] != o {
+			d.retired = append(d.retired, o)
+		}
+	}
+	d.luns = next
+	return exports, nil
+}
+
+func (d *daemon) open(l config.LUN) (*openLU, error) {
+	var st blockdev.Store
+	var err error
+	if l.Path != "" {
+		st, err = blockdev.Open(l.Path, int64(l.Size), l.ReadOnly)
+	} else {
+		st, err = blockdev.NewMemory(int64(l.Memory))
+	}
+	if err != nil {
+		return nil, err
+	}
+	d.nextID++
+	u, err := lu.New(d.nextID, st)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return &openLU{def: l, store: st, lu: u}, nil
+}
+
+func loginCHAP(c *config.CHAP) *login.CHAP {
+	if c == nil {
+		return nil
+	}
+	return &login.CHAP{User: c.User, Secret: c.Secret, MutualUser: c.MutualUser, MutualSecret: c.MutualSecret}
+}
+
+// reload applies a new configuration's targets, LUNs, ACLs and CHAP.
+// Portals, limits and logging take effect only at restart.
+func (d *daemon) reload(cfg *config.Target) error {
+	exports, err := d.build(cfg)
+	if err != nil {
+		return err
+	}
+	if err := d.srv.SetExports(exports); err != nil {
+		return err
+	}
+	// Sessions adopt the new LUN maps within a second; then the stores of
+	// removed LUs are free to close.
+	time.AfterFunc(3*time.Second, func() { d.closeStores(false) })
+	return nil
+}
+
+// closeStores syncs and closes retired stores (all stores when all),
+// keeping those still registered by a session for a later try.
+func (d *daemon) closeStores(all bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if all {
+		for _, o := range d.luns {
+			d.retired = append(d.retired, o)
+		}
+		d.luns = map[lunKey]*openLU{}
+	}
+	var keep []*openLU
+	for _, o := range d.retired {
+		o.store.Sync(0, o.store.Size())
+		if err := o.store.Close(); err != nil {
+			d.log.Warnf("ddptarget: closing a store: %v", err)
+			keep = append(keep, o)
+		}
+	}
+	d.retired = keep
+}
+
+// shutdown drains the sessions, then syncs and unmaps every store.
+func (d *daemon) shutdown(ctx context.Context) error {
+	err := d.srv.Shutdown(ctx)
+	d.wg.Wait()
+	d.dev.Close()
+	d.closeStores(true)
+	if len(d.retired) > 0 {
+		err = errors.Join(err, fmt.Errorf("%d stores could not be closed", len(d.retired)))
+	}
+	return err
+}
