@@ -19,7 +19,6 @@ type Pool struct {
 	used  []uint64 // one bit per unit
 	units int
 	free  int
-	hint  int // unit index where the next search starts
 }
 
 // New returns a pool of size octets in runs of unit octets; unit must be a
@@ -50,28 +49,29 @@ func (p *Pool) Get(n int) (off int, ok bool) {
 	if k > p.free {
 		return 0, false
 	}
-	// First fit, starting at the hint and wrapping once.
-	for pass := 0; pass < 2; pass++ {
-		start, end := p.hint, p.units
-		if pass == 1 {
-			start, end = 0, min(p.hint+k, p.units)
+	// First fit: the lowest run, which keeps big runs free at the top
+	// (next fit fragmented a pool that small and large buffers share).
+	// Whole used words are skipped at once.
+	run := 0
+	for i := 0; i < p.units; {
+		if run == 0 && i&63 == 0 && p.used[i>>6] == ^uint64(0) {
+			i += 64
+			continue
 		}
-		run := 0
-		for i := start; i < end; i++ {
-			if p.used[i>>6]&(1<<(i&63)) != 0 {
-				run = 0
-				continue
-			}
-			if run++; run == k {
-				first := i - k + 1
-				for j := first; j <= i; j++ {
-					p.used[j>>6] |= 1 << (j & 63)
-				}
-				p.free -= k
-				p.hint = (i + 1) % p.units
-				return first << p.shift, true
-			}
+		if p.used[i>>6]&(1<<(i&63)) != 0 {
+			run = 0
+			i++
+			continue
 		}
+		if run++; run == k {
+			first := i - k + 1
+			for j := first; j <= i; j++ {
+				p.used[j>>6] |= 1 << (j & 63)
+			}
+			p.free -= k
+			return first << p.shift, true
+		}
+		i++
 	}
 	return 0, false
 }

@@ -74,3 +74,16 @@ func TestPoolNoOverlap(t *testing.T) {
 		t.Fatalf("Free = %d, want %d", p.Free(), size)
 	}
 }
+
+// TestPoolNoFragmentation: a small buffer taken and given back before
+// large ones does not leave the pool unable to hand out its last large run.
+func TestPoolNoFragmentation(t *testing.T) {
+	p, _ := New(8<<20, 4096)
+	small, _ := p.Get(32)
+	p.Put(small, 32)
+	for i := 0; i < 8; i++ {
+		if _, ok := p.Get(1 << 20); !ok {
+			t.Fatalf("large run %d of 8 refused with %d octets free", i, p.Free())
+		}
+	}
+}
