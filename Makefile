@@ -28,7 +28,7 @@ build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 run: build
-	$(BIN)/ddpwire demo
+	scripts/demo.sh $(BIN)
 
 check:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

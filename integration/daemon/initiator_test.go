@@ -1,0 +1,99 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+var (
+	iniOnce sync.Once
+	iniPath string
+	iniErr  error
+)
+
+// ddpinitiator builds the initiator program once per test binary.
+func ddpinitiator(t *testing.T) string {
+	t.Helper()
+	iniOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "ddpinitiator-bin")
+		if err != nil {
+			iniErr = err
+			return
+		}
+		iniPath = filepath.Join(dir, "ddpinitiator")
+		out, err := exec.Command("go", "build", "-race", "-o", iniPath, "github.com/ddpstore/ddpstore/cmd/ddpinitiator").CombinedOutput()
+		if err != nil {
+			iniErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if iniErr != nil {
+		t.Fatal(iniErr)
+	}
+	return iniPath
+}
+
+// TestInitiatorCommands runs discover, login and bench as processes
+// against a ddptarget process, and checks their exit codes.
+func TestInitiatorCommands(t *testing.T) {
+	dir := t.TempDir()
+	addr := freePort(t)
+	cfg := writeConfig(t, dir, fmt.Sprintf(`
+portals:
+  - listen: %s
+targets:
+  - name: iqn.2026-11.io.ddpstore:disk1
+    luns:
+      - {id: 0, memory: 64MiB}
+      - {id: 3, path: %s, size: 8MiB}
+`, addr, filepath.Join(dir, "lun3.img")))
+	startTarget(t, cfg, addr)
+	ini := ddpinitiator(t)
+	cmd := func(args ...string) (string, int) {
+		c := exec.Command(ini, args...)
+		out, _ := c.CombinedOutput()
+		return string(out), c.ProcessState.ExitCode()
+	}
+	out, code := cmd("discover", addr)
+	if code != 0 || !strings.Contains(out, "iqn.2026-11.io.ddpstore:disk1") || !strings.Contains(out, addr) {
+		t.Fatalf("discover: exit %d\n%s", code, out)
+	}
+	out, code = cmd("login", "--target", "iqn.2026-11.io.ddpstore:disk1", addr)
+	if code != 0 || !strings.Contains(out, "LUN 0: 131072 blocks") || !strings.Contains(out, "LUN 3: 16384 blocks") {
+		t.Fatalf("login: exit %d\n%s", code, out)
+	}
+	out, code = cmd("bench", "--target", "iqn.2026-11.io.ddpstore:disk1", "--lun", "3", "--rw", "randrw", "--verify",
+		"--runtime", "1s", "--iodepth", "8", "--json", addr)
+	var res struct {
+		IOs          int64   `json:"ios"`
+		IOPS         float64 `json:"iops"`
+		Verified     bool    `json:"verified"`
+		VerifyErrors int64   `json:"verify_errors"`
+		P99          float64 `json:"lat_p99_us"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.IOs == 0 || !res.Verified || res.VerifyErrors != 0 || res.P99 <= 0 {
+		t.Fatalf("bench: exit %d, %+v\n%s", code, res, out)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"login", "--target", "iqn.2026-11.io.ddpstore:nope", addr}, 1},
+		{[]string{"discover", "127.0.0.1:1"}, 1},
+		{[]string{"bench", "--rw", "sideways", addr}, 2},
+		{[]string{"bench", "--bs", "1000", addr}, 2},
+		{[]string{"frobnicate"}, 2},
+		{[]string{"discover"}, 2},
+		{[]string{"--help"}, 0},
+		{[]string{"bench", "--help"}, 0},
+	} {
+		if out, code := cmd(c.args...); code != c.code {
+			t.Errorf("ddpinitiator %v: exit %d, want %d\n%s", c.args, code, c.code, out)
+		}
+	}
+}
