@@ -291,7 +291,7 @@ func (c *conn) login(pdu []byte) error {
 	c.statSN, c.expCmdSN = c.res.StatSN, c.res.CmdSN
 	p := c.res.Params
 	c.immediate, c.firstBurst, c.maxBurst = p.ImmediateData, p.FirstBurstLength, p.MaxBurstLength
-	c.log = c.log.WithFields(log.Fields{"initiator": c.res.InitiatorName, "target": c.res.TargetName})
+	c.log = c.log.WithFields(log.Fields{"initiator": c.res.InitiatorName, "target": c.res.TargetName, "tsih": c.res.TSIH})
 	if c.res.SessionType == "Normal" {
 		ex := c.srv.ex.Load()
 		c.gen = ex.gen
