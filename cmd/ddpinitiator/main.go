@@ -75,11 +75,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // common are the flags every command that logs in takes.
 type common struct {
-	name   string
-	target string
-	user   string
-	secret string
-	debug  bool
+	name     string
+	target   string
+	user     string
+	secret   string
+	debug    bool
+	recovery time.Duration
 }
 
 func (c *common) register(fs *flag.FlagSet, needTarget bool) {
@@ -90,6 +91,7 @@ func (c *common) register(fs *flag.FlagSet, needTarget bool) {
 	fs.StringVar(&c.user, "chap-user", "", "CHAP user name (with --chap-secret)")
 	fs.StringVar(&c.secret, "chap-secret", "", "CHAP secret (at least 12 octets)")
 	fs.BoolVar(&c.debug, "debug", false, "log the protocol's progress to stderr")
+	fs.DurationVar(&c.recovery, "recovery-timeout", 30*time.Second, "how long I/O waits through a lost connection (reconnect, re-login, reissue) before failing; 0: fail at once")
 }
 
 // parse parses a command's flags and its one PORTAL argument.
@@ -134,6 +136,9 @@ func (c *common) dial(ctx context.Context, portal, target string, cfg initiator.
 	}
 	log.SetOutput(stderr) // gotgt and others log through the standard logger
 	cfg.InitiatorName, cfg.TargetName, cfg.Log = c.name, target, log.NewEntry(l)
+	if target != "" {
+		cfg.RecoveryTimeout = c.recovery
+	}
 	if c.user != "" || c.secret != "" {
 		cfg.CHAP = chapOf(c.user, c.secret)
 	}

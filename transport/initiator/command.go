@@ -89,13 +89,25 @@ func (s *Session) Do(ctx context.Context, cmd *Command) error {
 		return err
 	}
 	t := &s.tasks[ti]
-	t.cmd = cmd
+	t.cmd, t.off, t.lun = cmd, off, lun
+	if err := s.postCommand(ti); err != nil {
+		return err
+	}
+	return s.wait(ctx, ti)
+}
+
+// buildCommand writes task ti's SCSI Command PDU, with its iSER header
+// naming the buffer in the current connection's STag, into the send slot
+// and returns its length. s.mu held.
+func (s *Session) buildCommand(ti int32) int {
+	t := &s.tasks[ti]
+	cmd := t.cmd
 	buf := s.c.SendBuf(int(ti))
 	edtl := uint32(len(cmd.Data))
 	h := iser.HeaderFields{}
 	imm := 0
 	stag := s.c.ExtraMR().STag()
-	va := s.c.ExtraMR().BaseTO() + uint64(off)
+	va := s.c.ExtraMR().BaseTO() + uint64(t.off)
 	switch cmd.Dir {
 	case DataIn:
 		if edtl > 0 {
@@ -113,7 +125,7 @@ func (s *Session) Do(ctx context.Context, cmd *Command) error {
 	c.SetRead(cmd.Dir == DataIn)
 	c.SetWrite(cmd.Dir == DataOut)
 	c.SetAttr(1) // SIMPLE
-	c.SetLUN(lun)
+	c.SetLUN(t.lun)
 	c.SetITT(s.itt(ti))
 	c.SetExpectedDataTransferLength(edtl)
 	c.SetCDB(cmd.CDB)
@@ -127,10 +139,49 @@ func (s *Session) Do(ctx context.Context, cmd *Command) error {
 			n++
 		}
 	}
-	if err := s.post(ti, c.BHS, n, false); err != nil {
+	return n
+}
+
+// postCommand builds and sends task ti's SCSI command; while the session
+// is reconnecting it only marks it, and the reconnection sends it.
+func (s *Session) postCommand(ti int32) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := &s.tasks[ti]
+	if s.err != nil {
+		t.sent = true
+		s.freeLocked(ti)
+		return s.err
+	}
+	if s.recovering {
+		t.reissue = true
+		return nil
+	}
+	return s.sendCommandLocked(ti)
+}
+
+// sendCommandLocked builds task ti's command with the next CmdSN and posts
+// it. When the connection has failed under it and the session recovers,
+// the command is left to be reissued instead of failing. s.mu held.
+func (s *Session) sendCommandLocked(ti int32) error {
+	t := &s.tasks[ti]
+	n := s.buildCommand(ti)
+	t.cmdSN = s.cmdSN
+	b := iscsi.BHS(s.c.SendBuf(int(ti))[iser.HeaderLen:iserconn.Overhead])
+	b.SetImmediate(false)
+	b.SetWord(24, s.cmdSN)
+	b.SetWord(28, s.expStat)
+	s.cmdSN++
+	if err := s.c.PostPDU(int(ti), n, 0); err != nil {
+		if s.cfg.RecoveryTimeout > 0 {
+			t.reissue = true
+			return nil
+		}
+		t.sent = true
+		s.freeLocked(ti)
 		return err
 	}
-	return s.wait(ctx, ti)
+	return nil
 }
 
 // itt is task ti's Initiator Task Tag: its index and a generation, so a
@@ -158,7 +209,7 @@ func (s *Session) take(ctx context.Context, windowed bool) (int32, error) {
 		// Windowed requests leave `extra` records for the others.
 		room := len(s.free) > 0
 		if windowed {
-			room = len(s.free) > extra && int32(s.maxCmdSN-s.cmdSN) >= 0
+			room = len(s.free) > extra && int32(s.maxCmdSN-s.cmdSN) >= 0 && !s.recovering
 		}
 		if room {
 			ti := s.free[len(s.free)-1]
@@ -190,6 +241,16 @@ func (s *Session) post(ti int32, b iscsi.BHS, n int, immediate bool) error {
 		s.freeLocked(ti)
 		return s.err
 	}
+	if s.recovering {
+		s.tasks[ti].sent = true
+		s.freeLocked(ti)
+		return ErrReconnecting
+	}
+	return s.postLocked(ti, b, n, immediate)
+}
+
+// postLocked stamps CmdSN and ExpStatSN and posts the Send; s.mu held.
+func (s *Session) postLocked(ti int32, b iscsi.BHS, n int, immediate bool) error {
 	b.SetImmediate(immediate)
 	b.SetWord(24, s.cmdSN)
 	b.SetWord(28, s.expStat)

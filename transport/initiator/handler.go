@@ -311,7 +311,7 @@ func (s *Session) Logout(ctx context.Context) error {
 
 // login runs the login phase in Sends (RFC 7145 section 6: iSER-assisted
 // login, no Hello).
-func (s *Session) login(ctx context.Context) error {
+func (s *Session) login(ctx context.Context, c *iserconn.Conn, ended <-chan struct{}) error {
 	cfg := &s.cfg
 	offer := login.Defaults()
 	offer.RDMAExtensions = true
@@ -332,35 +332,29 @@ func (s *Session) login(ctx context.Context) error {
 		InitiatorName: cfg.InitiatorName, TargetName: cfg.TargetName, SessionType: st,
 		CHAP: cfg.CHAP, Offer: offer, ISID: isid,
 	})
-	slot, err := s.take(ctx, false)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		s.mu.Lock()
-		s.tasks[slot].sent = true
-		s.freeLocked(slot)
-		s.mu.Unlock()
-	}()
+	// The last task record is the login's own: during a reconnection
+	// every other one may be waiting to be reissued.
+	slot := int32(len(s.tasks) - 1)
 	out := li.Start(nil)
+	var err error
 	for {
-		buf := s.c.SendBuf(int(slot))
+		buf := c.SendBuf(int(slot))
 		iser.HeaderFields{}.Encode(buf)
 		if len(out) > len(buf)-iser.HeaderLen {
 			return fmt.Errorf("initiator: Login Request of %d octets", len(out))
 		}
 		copy(buf[iser.HeaderLen:], out)
-		if err := s.c.PostPDU(int(slot), iser.HeaderLen+len(out), 0); err != nil {
+		if err := c.PostPDU(int(slot), iser.HeaderLen+len(out), 0); err != nil {
 			return err
 		}
 		var resp []byte
 		select {
 		case resp = <-s.loginCh:
-		case <-s.done:
+		case <-ended: // the loop polled everything the connection brought
 			select {
 			case resp = <-s.loginCh: // the last answer came with the close
 			default:
-				return fmt.Errorf("initiator: connection lost during login: %w", s.errOr(ErrSessionClosed))
+				return fmt.Errorf("initiator: connection lost during login: %w", s.errOr(c.QP.Err()))
 			}
 		case <-ctx.Done():
 			return fmt.Errorf("initiator: login: %w", ctx.Err())
@@ -374,19 +368,21 @@ func (s *Session) login(ctx context.Context) error {
 			break
 		}
 	}
+	s.mu.Lock()
 	s.res = li.Result()
 	s.params = s.res.Params
-	s.mu.Lock()
+	s.tasks[slot].sent = true
 	s.cmdSN = s.res.CmdSN
 	s.expStat = s.res.StatSN
 	s.maxCmdSN = s.res.CmdSN // updated by the first answer; Login Response's MaxCmdSN below
 	if m := s.res.MaxCmdSN; int32(m-s.cmdSN) >= -1 {
 		s.maxCmdSN = m
 	}
-	s.mu.Unlock()
+	s.maxImm = 0
 	if s.params.ImmediateData {
 		s.maxImm = int(min(s.params.FirstBurstLength, s.params.TargetRecvDataSegmentLength))
 	}
+	s.mu.Unlock()
 	s.ffp.Store(true)
 	return nil
 }

@@ -7,6 +7,7 @@ package initiator
 import (
 	"context"
 	"errors"
+	"sort"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -45,6 +46,12 @@ type Config struct {
 	// connection is declared dead (defaults 5 s and 15 s; negative
 	// disables pings).
 	NopInterval, NopTimeout time.Duration
+	// RecoveryTimeout, when positive, makes the session survive a lost
+	// connection: it reconnects with back-off, logs in again and reissues
+	// every command that had not completed, in their original order;
+	// callers see an error only if that takes longer than this. 0: a lost
+	// connection ends the session.
+	RecoveryTimeout time.Duration
 	// NoImmediateData offers ImmediateData=No: all write data then moves
 	// by RDMA Read.
 	NoImmediateData bool
@@ -90,12 +97,19 @@ const loginData = 8192
 // ErrSessionClosed is returned for commands on a session that has ended.
 var ErrSessionClosed = errors.New("initiator: session closed")
 
+// ErrReconnecting is returned for task management, pings and text
+// requests made while the session is reconnecting (SCSI commands wait).
+var ErrReconnecting = errors.New("initiator: session reconnecting")
+
 // Session is one iSER session (one connection) to a target.
 type Session struct {
-	cfg  Config
-	dev  *iwarp.Device
-	c    *iserconn.Conn
-	pool *bufpool.Pool
+	cfg     Config
+	dev     *iwarp.Device
+	network string
+	addr    string
+	bufs    *mem.Mapping // the data buffers, registered in every connection
+	c       *iserconn.Conn
+	pool    *bufpool.Pool
 	base uintptr // first octet of the buffer region
 	log  *log.Entry
 
@@ -112,6 +126,11 @@ type Session struct {
 	free     []int32
 	err      error // why the session ended
 	loginCh  chan []byte
+	// recovering: the connection was lost and a new one is being made;
+	// recoverBy is when the session gives up.
+	recovering bool
+	recoverBy  time.Time
+	ended      chan struct{} // closed when the current connection's loop has ended
 
 	ffp     atomic.Bool // login done: the loop may ping
 	lastRx  time.Time
@@ -128,6 +147,10 @@ type task struct {
 	sent     bool // its Send completed
 	replied  bool // its answer arrived
 	released bool // its requester is done with it
+	reissue  bool // to be sent again on the next connection
+	off      int  // the data buffer's offset in the region
+	lun      iscsi.LUN
+	cmdSN    uint32 // CmdSN it was last sent with (reissue order)
 	done     chan struct{}
 	cmd      *Command
 	resp     [iscsi.BHSLen]byte
@@ -140,53 +163,79 @@ func Dial(ctx context.Context, dev *iwarp.Device, network, addr string, cfg Conf
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	s := &Session{cfg: cfg, dev: dev, log: cfg.Log.WithField("target", addr),
+	s := &Session{cfg: cfg, dev: dev, network: network, addr: addr, log: cfg.Log.WithField("target", addr),
 		done: make(chan struct{}), wake: make(chan bool), loginCh: make(chan []byte, 1)}
 	s.cond = sync.NewCond(&s.mu)
-	n := cfg.QueueDepth + extra
+	n := cfg.QueueDepth + extra + 1 // the last record is the login's
 	var err error
-	s.c, err = iserconn.New(dev, iserconn.Config{
-		RecvSlots: n, RecvData: loginData, SendSlots: n, SendData: loginData, SendWRs: n + extra,
-		Extra: cfg.Buffers, ExtraAccess: mem.LocalWrite | mem.RemoteRead | mem.RemoteWrite,
-	})
-	if err != nil {
-		return nil, err
+	if s.bufs, err = mem.AnonymousLazy(cfg.Buffers); err != nil {
+		return nil, fmt.Errorf("initiator: buffer region of %d octets: %w", cfg.Buffers, err)
 	}
 	s.pool, _ = bufpool.New(cfg.Buffers, 4096)
-	s.base = uintptr(unsafe.Pointer(&s.c.ExtraMR().Bytes()[0]))
+	s.base = uintptr(unsafe.Pointer(&s.bufs.Bytes()[0]))
 	s.tasks = make([]task, n)
 	for i := n - 1; i >= 0; i-- {
 		s.tasks[i].done = make(chan struct{}, 1)
-		s.free = append(s.free, int32(i))
+		if i != n-1 {
+			s.free = append(s.free, int32(i))
+		}
 	}
-	// The buffer region is registered once for the whole session, so the
-	// target must not invalidate its STag: say so (RFC 7145 section 9.4).
-	var pd [iser.CMHeaderLen]byte
-	iser.CMFields{SendInvNotSupported: true}.Encode(pd[:])
-	cc := cfg.Conn
-	cc.PrivateData = append(append([]byte(nil), cc.PrivateData...), pd[:]...)
-	if _, err := s.c.QP.Connect(ctx, network, addr, cc); err != nil {
-		s.c.Close()
-		return nil, fmt.Errorf("initiator: connecting to %s: %w", addr, err)
+	if s.c, err = s.connect(ctx); err != nil {
+		s.bufs.Close()
+		return nil, err
 	}
+	s.ended = make(chan struct{})
 	s.lastRx = time.Now()
-	go s.loop()
+	go s.supervise()
 	lctx, cancel := context.WithTimeout(ctx, cfg.LoginTimeout)
 	defer cancel()
-	if err := s.login(lctx); err != nil {
+	if err := s.login(lctx, s.c, s.ended); err != nil {
 		s.shutdown(err)
 		<-s.done
 		s.c.Close()
+		s.bufs.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
+// connect makes a connection: a QP with the buffer region registered in
+// its PD, connected to the target with iSER's private data.
+func (s *Session) connect(ctx context.Context) (*iserconn.Conn, error) {
+	n := len(s.tasks)
+	c, err := iserconn.New(s.dev, iserconn.Config{
+		RecvSlots: n, RecvData: loginData, SendSlots: n, SendData: loginData, SendWRs: n + extra,
+		ExtraMapping: s.bufs, ExtraAccess: mem.LocalWrite | mem.RemoteRead | mem.RemoteWrite,
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The buffer region is registered once for the whole connection, so
+	// the target must not invalidate its STag: say so (RFC 7145 9.4).
+	var pd [iser.CMHeaderLen]byte
+	iser.CMFields{SendInvNotSupported: true}.Encode(pd[:])
+	cc := s.cfg.Conn
+	cc.PrivateData = append(append([]byte(nil), cc.PrivateData...), pd[:]...)
+	if _, err := c.QP.Connect(ctx, s.network, s.addr, cc); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("initiator: connecting to %s: %w", s.addr, err)
+	}
+	return c, nil
+}
+
 // Params returns the negotiated operational parameters.
-func (s *Session) Params() login.Params { return s.params }
+func (s *Session) Params() login.Params {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.params
+}
 
 // Result returns the login's outcome (names, ISID, TSIH).
-func (s *Session) Result() login.Result { return s.res }
+func (s *Session) Result() login.Result {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.res
+}
 
 // Alloc returns a registered data buffer of n octets (page aligned), or an
 // error when the session's region has no run that long free now.
@@ -195,7 +244,7 @@ func (s *Session) Alloc(n int) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("initiator: no free buffer of %d octets (region %d, free %d)", n, s.pool.Size(), s.pool.Free())
 	}
-	return s.c.ExtraMR().Bytes()[off : off+n : off+n], nil
+	return s.bufs.Bytes()[off : off+n : off+n], nil
 }
 
 // Free returns a buffer from Alloc.
@@ -211,7 +260,7 @@ func (s *Session) offset(b []byte) (int, bool) {
 		return 0, false
 	}
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	if p < s.base || p+uintptr(cap(b)) > s.base+uintptr(s.c.ExtraMR().Len()) {
+	if p < s.base || p+uintptr(cap(b)) > s.base+uintptr(s.bufs.Len()) {
 		return 0, false
 	}
 	return int(p - s.base), true
@@ -250,22 +299,163 @@ func (s *Session) Close() error {
 	}
 	s.shutdown(ErrSessionClosed)
 	<-s.done
-	return s.c.Close()
+	s.mu.Lock()
+	c := s.c
+	s.mu.Unlock()
+	err := c.Close()
+	if e := s.bufs.Close(); e != nil && err == nil {
+		err = e
+	}
+	return err
 }
 
-// loop polls the connection's completions until it ends.
-func (s *Session) loop() {
+// supervise runs the current connection's completion loop; when the
+// connection is lost it recovers (RecoveryTimeout) or ends the session.
+func (s *Session) supervise() {
 	defer close(s.done)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	err := s.c.Loop(context.Background(), s, s.wake, tick.C)
-	if errors.Is(err, iserconn.ErrStopped) {
-		err = ErrSessionClosed
-	}
-	s.shutdown(err)
-	s.c.QP.Close()
-	// Fail every request still waiting.
 	s.mu.Lock()
+	c, ended := s.c, s.ended
+	s.mu.Unlock()
+	backoff := 50 * time.Millisecond
+	for {
+		err := c.Loop(context.Background(), s, s.wake, tick.C)
+		close(ended)
+		c.QP.Close()
+		if errors.Is(err, iserconn.ErrStopped) {
+			err = ErrSessionClosed
+		}
+		if !s.startRecovery(err) {
+			s.end(err)
+			return
+		}
+		for {
+			if !s.sleep(backoff) {
+				s.end(ErrSessionClosed)
+				return
+			}
+			backoff = min(2*backoff, 2*time.Second)
+			s.mu.Lock()
+			late := time.Now().After(s.recoverBy)
+			s.mu.Unlock()
+			if late {
+				s.end(fmt.Errorf("initiator: could not reconnect within %v: %w", s.cfg.RecoveryTimeout, err))
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.LoginTimeout)
+			nc, cerr := s.connect(ctx)
+			cancel()
+			if cerr != nil {
+				s.log.Debugf("initiator: reconnecting: %v", cerr)
+				continue
+			}
+			old := c
+			ended = make(chan struct{})
+			s.mu.Lock()
+			s.c, s.ended = nc, ended
+			s.mu.Unlock()
+			old.Close()
+			c = nc
+			// Log in and reissue while the loop runs the new connection.
+			go func() {
+				if err := s.relogin(); err != nil {
+					s.log.Warnf("initiator: login after reconnecting: %v", err)
+					nc.QP.Close()
+				}
+			}()
+			break
+		}
+	}
+}
+
+// startRecovery decides whether to recover from the loss of a connection
+// (err) and, the first time, marks every unanswered SCSI command to be
+// sent again.
+func (s *Session) startRecovery(err error) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil || s.cfg.RecoveryTimeout <= 0 || !s.ffp.Load() && !s.recovering {
+		return false
+	}
+	s.ffp.Store(false)
+	if !s.recovering {
+		s.recovering = true
+		s.recoverBy = time.Now().Add(s.cfg.RecoveryTimeout)
+		s.log.Warnf("initiator: connection lost (%v); reconnecting for up to %v", err, s.cfg.RecoveryTimeout)
+	}
+	for i := range s.tasks {
+		t := &s.tasks[i]
+		if !t.busy || t.replied || i == len(s.tasks)-1 {
+			continue
+		}
+		t.sent = true // the old connection will not complete it
+		if t.cmd != nil {
+			t.reissue = true
+			continue
+		}
+		// Task management, pings, text, logout: fail them.
+		t.replied = true
+		select {
+		case t.done <- struct{}{}:
+		default:
+		}
+		if t.released {
+			s.putLocked(int32(i))
+		}
+	}
+	return true
+}
+
+// relogin logs in on the new connection and reissues the commands.
+func (s *Session) relogin() error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.LoginTimeout)
+	defer cancel()
+	s.mu.Lock()
+	c, ended := s.c, s.ended
+	s.mu.Unlock()
+	if err := s.login(ctx, c, ended); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var pending []int32
+	for i := range s.tasks {
+		if t := &s.tasks[i]; t.busy && t.reissue {
+			pending = append(pending, int32(i))
+		}
+	}
+	sort.Slice(pending, func(a, b int) bool {
+		return int32(s.tasks[pending[a]].cmdSN-s.tasks[pending[b]].cmdSN) < 0
+	})
+	s.recovering = false
+	s.recoverBy = time.Time{}
+	for _, ti := range pending {
+		t := &s.tasks[ti]
+		t.reissue, t.sent = false, false
+		t.gen++
+		s.sendCommandLocked(ti) // a failure leaves it for the next connection
+	}
+	s.log.Infof("initiator: reconnected; %d commands reissued", len(pending))
+	s.cond.Broadcast()
+	return nil
+}
+
+// sleep waits d, or returns false when the session is being closed.
+func (s *Session) sleep(d time.Duration) bool {
+	select {
+	case <-time.After(d):
+		return true
+	case _, ok := <-s.wake:
+		return ok
+	}
+}
+
+// end ends the session with err and fails every request still waiting.
+func (s *Session) end(err error) {
+	s.shutdown(err)
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for i := range s.tasks {
 		t := &s.tasks[i]
 		if t.busy && !t.replied {
@@ -276,5 +466,4 @@ func (s *Session) loop() {
 			}
 		}
 	}
-	s.mu.Unlock()
 }

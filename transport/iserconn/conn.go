@@ -34,6 +34,10 @@ type Config struct {
 	// octets of lazily faulted memory with ExtraAccess.
 	Extra       int
 	ExtraAccess mem.Access
+	// ExtraMapping, when set, is registered as the application region
+	// instead of a new mapping of Extra octets; it outlives the Conn (the
+	// initiator keeps its buffers across reconnections).
+	ExtraMapping *mem.Mapping
 }
 
 // Work request IDs carry their kind in the top byte.
@@ -92,7 +96,12 @@ func New(dev *iwarp.Device, cfg Config) (c *Conn, err error) {
 	if c.tx, c.txMR, err = c.region(cfg.SendSlots*c.sendLen, 0, true); err != nil {
 		return nil, err
 	}
-	if cfg.Extra > 0 {
+	switch {
+	case cfg.ExtraMapping != nil:
+		if c.extraMR, err = dev.Register(c.PD, cfg.ExtraMapping, 0, cfg.ExtraMapping.Len(), cfg.ExtraAccess); err != nil {
+			return nil, err
+		}
+	case cfg.Extra > 0:
 		if c.extra, c.extraMR, err = c.region(cfg.Extra, cfg.ExtraAccess, false); err != nil {
 			return nil, err
 		}
