@@ -2,12 +2,15 @@ package config
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -30,14 +33,15 @@ type decoder struct {
 	errs
 	flow   map[*yaml.Node]bool // nodes written inside a flow collection: their errors carry a column
 	visits int
-	over   bool // maxVisits exceeded: the walk has been abandoned
+	over   bool   // maxVisits exceeded: the walk has been abandoned
+	needs  string // what a configuration holds at least, for the messages about empty files
 }
 
 func newDecoder(file string) *decoder {
 	if file == "" {
 		file = "config"
 	}
-	return &decoder{errs: errs{file: file}, flow: map[*yaml.Node]bool{}}
+	return &decoder{errs: errs{file: file}, flow: map[*yaml.Node]bool{}, needs: "a targets list"}
 }
 
 // errorf records a defect at node n (nil: the whole file).
@@ -63,9 +67,9 @@ func (d *decoder) document(data []byte) *yaml.Node {
 	}
 	if len(docs) == 0 {
 		if len(bytes.TrimSpace(data)) == 0 {
-			d.add(1, 0, "", "the file is empty: a configuration needs at least a targets list")
+			d.add(1, 0, "", "the file is empty: a configuration needs at least %s", d.needs)
 		} else {
-			d.add(1, 0, "", "the file has no YAML content (only comments): a configuration needs at least a targets list")
+			d.add(1, 0, "", "the file has no YAML content (only comments): a configuration needs at least %s", d.needs)
 		}
 		return nil
 	}
@@ -79,7 +83,7 @@ func (d *decoder) document(data []byte) *yaml.Node {
 		if len(doc.Content) == 1 && doc.Content[0].Value != "" { // a written ~ or null, not nothing
 			line = doc.Content[0].Line
 		}
-		d.add(max(line, 1), 0, "", "the document is empty: a configuration needs at least a targets list")
+		d.add(max(line, 1), 0, "", "the document is empty: a configuration needs at least %s", d.needs)
 		return nil
 	}
 	root := doc.Content[0]
@@ -426,6 +430,149 @@ func (d *decoder) size(f field, path string) (Size, bool) {
 		return 0, false
 	}
 	return s, true
+}
+
+// sizeIn returns f's value as a Size in lo..hi and a whole multiple of unit
+// (lo and hi are multiples of unit). what names the quantity in messages;
+// hint is appended to the range message.
+func (d *decoder) sizeIn(f field, path, what string, lo, hi, unit Size, hint string) (Size, bool) {
+	s, ok := d.size(f, path)
+	if !ok {
+		return 0, false
+	}
+	n := d.resolve(f.val)
+	switch {
+	case s < lo || s > hi:
+		d.errorf(n, path, "%s %s is out of range (%s..%s)%s", what, s, lo, hi, hint)
+	case s%unit != 0:
+		down := s - s%unit // lo <= down < s < down+unit <= hi
+		d.errorf(n, path, "%s %s is not a multiple of %s (use %s or %s)", what, s, unit, down, down+unit)
+	default:
+		return s, true
+	}
+	return 0, false
+}
+
+// iscsiName returns f's value, which must be an iSCSI name (CheckISCSIName),
+// and its node, or ok false after recording the defect.
+func (d *decoder) iscsiName(f field, path string) (name string, n *yaml.Node, ok bool) {
+	s, ok := d.str(f, path, "an iSCSI name")
+	if !ok {
+		return "", nil, false
+	}
+	n = d.resolve(f.val)
+	if err := CheckISCSIName(s); err != nil {
+		d.errorf(n, path, "%v", err)
+		return "", n, false
+	}
+	return s, n, true
+}
+
+// duration returns f's value, a Go duration (time.ParseDuration: 500ms, 30s,
+// 1m30s, 1h) in lo..hi. what names the quantity in messages. With off set,
+// 0 is accepted too, and off says what it does ("turns keepalive off").
+// A bare number is refused: 30 could mean seconds or nanoseconds.
+func (d *decoder) duration(f field, path, what string, lo, hi time.Duration, off string) (time.Duration, bool) {
+	n, ok := d.scalar(f, path, "a duration")
+	if !ok {
+		return 0, false
+	}
+	rng := formatDuration(lo) + ".." + formatDuration(hi)
+	if off != "" {
+		rng = "0, which " + off + ", or " + rng
+	}
+	switch n.ShortTag() {
+	case "!!str", "!!int", "!!float":
+	default:
+		d.errorf(n, path, "%s is not a duration (write a number with a unit, as 30s)", describe(n))
+		return 0, false
+	}
+	if n.Value == "" {
+		d.errorf(n, path, "empty: expected a duration")
+		return 0, false
+	}
+	v, err := parseDuration(n.Value)
+	switch {
+	case err == errDurationRange:
+		d.errorf(n, path, "%s %s is out of range (%s)", what, clip(n.Value), rng)
+	case err != nil:
+		d.errorf(n, path, "%v", err)
+	case v < 0:
+		d.errorf(n, path, "%s %s is negative (%s)", what, clip(n.Value), rng)
+	case v == 0 && off != "":
+		return 0, true
+	case v < lo || v > hi:
+		d.errorf(n, path, "%s %s is out of range (%s)", what, clip(n.Value), rng)
+	default:
+		return v, true
+	}
+	return 0, false
+}
+
+// errDurationRange is a well-formed duration too large for time.Duration.
+var errDurationRange = errors.New("duration out of range")
+
+var (
+	// durationSyntax is what time.ParseDuration reads, whatever the size.
+	durationSyntax = regexp.MustCompile(`^[-+]?(([0-9]+\.?[0-9]*|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`)
+	// bareNumber is a number without a unit.
+	bareNumber = regexp.MustCompile(`^[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)$`)
+)
+
+// durationUnitHints words the units people write by habit.
+var durationUnitHints = map[string]string{
+	"sec": "write s for seconds", "secs": "write s for seconds", "second": "write s for seconds", "seconds": "write s for seconds",
+	"min": "write m for minutes", "mins": "write m for minutes", "minute": "write m for minutes", "minutes": "write m for minutes",
+	"hr": "write h for hours", "hrs": "write h for hours", "hour": "write h for hours", "hours": "write h for hours",
+	"d": "a day is 24h", "day": "a day is 24h", "days": "a day is 24h", "msec": "write ms for milliseconds",
+}
+
+// parseDuration reads a duration as time.ParseDuration does and words its
+// defects; a well-formed duration beyond time.Duration is errDurationRange.
+func parseDuration(s string) (time.Duration, error) {
+	v, err := time.ParseDuration(s)
+	if err == nil {
+		return v, nil
+	}
+	const how = "write a number with a unit (ns, us, ms, s, m or h), as 30s, 1m30s or 500ms"
+	t := strings.ReplaceAll(s, " ", "")
+	if _, err := time.ParseDuration(t); err == nil && t != s {
+		return 0, fmt.Errorf("%q is not a duration: write it without spaces, as %s", clip(s), clip(t))
+	}
+	switch {
+	case bareNumber.MatchString(t):
+		return 0, fmt.Errorf("%s has no unit: write %ss for seconds (units: ns, us, ms, s, m, h)", clip(t), clip(t))
+	case durationSyntax.MatchString(t):
+		return 0, errDurationRange
+	}
+	if _, err := time.ParseDuration(t); err != nil {
+		if _, rest, ok := strings.Cut(err.Error(), "unknown unit "); ok {
+			if unit, err := strconv.Unquote(strings.SplitN(rest, " in duration", 2)[0]); err == nil {
+				hint, ok := durationUnitHints[strings.ToLower(unit)]
+				if !ok {
+					hint = "units: ns, us, ms, s, m, h"
+					if l := strings.ToLower(unit); l != unit && strings.Contains(" ns us ms s m h ", " "+l+" ") {
+						hint = "units are lower-case: write " + l
+					}
+				}
+				return 0, fmt.Errorf("%q is not a duration: unknown unit %q (%s)", clip(s), clip(unit), hint)
+			}
+		}
+	}
+	return 0, fmt.Errorf("%q is not a duration (%s)", clip(s), how)
+}
+
+// formatDuration writes v as time.Duration.String does, without the zero
+// minutes and seconds it adds: 1m, 1h, 1h30m, 1m30s, 500ms.
+func formatDuration(v time.Duration) string {
+	s := v.String()
+	if t, ok := strings.CutSuffix(s, "m0s"); ok {
+		s = t + "m"
+	}
+	if t, ok := strings.CutSuffix(s, "h0m"); ok {
+		s = t + "h"
+	}
+	return s
 }
 
 // oneOf returns f's value, which must be one of choices.

@@ -48,10 +48,47 @@
 // ParseTarget(Marshal(t)) equals t. DefaultTarget is the embedded
 // default-target.yaml, parsed by ParseTarget like any file.
 //
+// # The initiator configuration
+//
+// ParseInitiator and LoadInitiator read a file like this one:
+//
+//	initiator_name: iqn.2026-11.io.ddpstore:host1       # required: this host's iSCSI name
+//	targets:                                            # at least one
+//	  - name: iqn.2026-11.io.ddpstore:disk1             # an iSCSI name, unique
+//	    portals: [127.0.0.1:3260]                       # host:port to dial, in order; at least one
+//	    transport: tcp                                  # tcp (default), sctp or sctp-udp
+//	    luns: [0, 1]                                    # LUN numbers 0..16383; none: every LUN
+//	    chap: {user: u, secret: initiator-secret, mutual_user: t, mutual_secret: target-secret}
+//	discovery_chap: {user: u, secret: discovery-secret} # optional, for SendTargets
+//	queue_depth: 128                                    # defaults from here on; 1..4096
+//	buffers: 64MiB                                      # per session; 1MiB..4GiB in 4KiB pages
+//	mpa: {revision: 2, markers: false, crc: true}       # tcp targets only
+//	mount: {direct_io: true, max_write: 1MiB, allow_other: false}   # max_write 4KiB..1MiB in pages
+//	recovery_timeout: 30s                               # 1s..1h
+//	nop: {interval: 5s, timeout: 15s}                   # 1s..1h each; interval 0 turns keepalive off
+//	log: {level: info, format: text}
+//
+// Portals are addresses to dial: a host (IPv4, [IPv6] or a name; not empty,
+// not 0.0.0.0 or [::]) and a port, each once per target. Durations are Go
+// durations (time.ParseDuration: 500ms, 30s, 1m30s, 1h); a bare number is
+// refused, since 30 could mean seconds or nanoseconds. CHAP follows the
+// target's rules: user and secret are what this initiator presents,
+// mutual_user and mutual_secret what the target must present back. mpa is
+// refused when no target uses tcp, and nop.timeout when nop.interval is 0.
+//
+// The flat settings (every field but targets and discovery_chap) can be
+// overridden by command-line flags named after them (queue_depth is
+// --queue-depth, nop.interval is --nop-interval): Initiator.Override checks a
+// flag's value as the file's, and InitiatorFlags defines the flags on a
+// flag.FlagSet. An Initiator is complete as Targets are, Initiator.Marshal
+// round-trips, and DefaultInitiator is the embedded default-initiator.yaml,
+// which logs in to DefaultTarget's target.
+//
 // # Errors
 //
-// ParseTarget reports every defect it finds, not only the first, as an
-// errors.Join of *Error values sorted by position, each formatted as
+// ParseTarget and ParseInitiator report every defect they find, not only the
+// first, as an errors.Join of *Error values sorted by position, each
+// formatted as
 //
 //	disk.yaml:12: targets[0].luns[1].size: "12QB" is not a size (use a number with KiB, MiB, GiB or TiB)
 //
@@ -71,8 +108,8 @@
 // against the schema by a small reader (decode.go) that keeps each node's
 // position: yaml.v3's own decoder is not used, since it stops at the first
 // error, loses positions and accepts duplicate keys in places. The initiator
-// configuration (ddpinitiator) is meant to be read by the same reader and to
-// share its parts: Size, CHAP, MPA and the transport names, CheckISCSIName,
-// and host:port checking (without the empty host, which only a listener
-// accepts).
+// configuration shares the reader and its parts with the target's: Size,
+// CHAP and the secret rule, MPA and the transport names, CheckISCSIName, the
+// log settings and host:port checking (without the empty host, which only a
+// listener accepts).
 package config

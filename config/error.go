@@ -9,8 +9,9 @@ import (
 	"strings"
 )
 
-// Error is one defect found in a configuration file. ParseTarget returns all
-// the defects it found as an errors.Join of *Error values sorted by position;
+// Error is one defect found in a configuration file. ParseTarget and
+// ParseInitiator return all the defects they found as an errors.Join of
+// *Error values sorted by position;
 // take them apart with errors.As (the first) or by unwrapping the joined error
 // (interface{ Unwrap() []error }).
 type Error struct {

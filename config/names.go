@@ -174,7 +174,7 @@ func parseHostPort(s string, emptyHost bool) (hostPort, error) {
 		return hostPort{}, fmt.Errorf("%q: %q is not an IPv6 address", clip(s), clip(host))
 	case host == "":
 		if !emptyHost {
-			return hostPort{}, fmt.Errorf("%q has no host", clip(s))
+			return hostPort{}, fmt.Errorf("%q has no host: write the address to dial, as 127.0.0.1:%s", clip(s), port)
 		}
 		hp.wildcard = true
 	case addrErr == nil:

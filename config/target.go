@@ -130,11 +130,20 @@ func DefaultTarget() *Target {
 	return t
 }
 
-// maxFileSize bounds what LoadTarget reads.
+// maxFileSize bounds what LoadTarget and LoadInitiator read.
 const maxFileSize = 16 << 20
 
 // LoadTarget reads and parses the target configuration in the file at path.
 func LoadTarget(path string) (*Target, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTarget(path, data)
+}
+
+// readFile reads a configuration file of at most maxFileSize octets.
+func readFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -147,7 +156,7 @@ func LoadTarget(path string) (*Target, error) {
 	if len(data) > maxFileSize {
 		return nil, fmt.Errorf("%s: larger than %s: not a configuration file", path, Size(maxFileSize))
 	}
-	return ParseTarget(path, data)
+	return data, nil
 }
 
 // ParseTarget parses a target configuration, checks it and fills in its
@@ -334,8 +343,8 @@ func (d *decoder) mpa(f field, path string) MPA {
 		return m
 	}
 	if rf, has := mf["revision"]; has {
-		if v, ok := d.integerHint(rf, join(path, "revision"), "MPA revision", 1, 2, ": 1 is RFC 5044, 2 adds the RFC 6581 startup"); ok {
-			m.Revision = int(v)
+		if v, ok := d.mpaRevision(rf, join(path, "revision")); ok {
+			m.Revision = v
 		}
 	}
 	if bf, has := mf["markers"]; has {
@@ -349,6 +358,12 @@ func (d *decoder) mpa(f field, path string) MPA {
 	return m
 }
 
+// mpaRevision reads an MPA revision, 1 or 2.
+func (d *decoder) mpaRevision(f field, path string) (int, bool) {
+	v, ok := d.integerHint(f, path, "MPA revision", 1, 2, ": 1 is RFC 5044, 2 adds the RFC 6581 startup")
+	return int(v), ok
+}
+
 func (d *decoder) targetDef(item *yaml.Node, path string, c *targetChecks) TargetDef {
 	var t TargetDef
 	f, ok := d.mapping(item, path, "a target", targetDefFields)
@@ -356,13 +371,9 @@ func (d *decoder) targetDef(item *yaml.Node, path string, c *targetChecks) Targe
 		return t
 	}
 	if nf, has := f["name"]; has {
-		np := join(path, "name")
-		if s, ok := d.str(nf, np, "an iSCSI name"); ok {
-			n := d.resolve(nf.val)
-			if err := CheckISCSIName(s); err != nil {
-				d.errorf(n, np, "%v", err)
-			} else if line, dup := c.names[s]; dup {
-				d.errorf(n, np, "duplicate target name %q (first at %s)", s, line)
+		if s, n, ok := d.iscsiName(nf, join(path, "name")); ok {
+			if line, dup := c.names[s]; dup {
+				d.errorf(n, join(path, "name"), "duplicate target name %q (first at %s)", s, line)
 			} else {
 				c.names[s] = d.pos(n)
 				t.Name = s
@@ -516,14 +527,11 @@ func (d *decoder) initiators(f field, path string) []string {
 	var out []string
 	for i, item := range items {
 		ip := index(path, i)
-		s, ok := d.str(field{val: item}, ip, "an iSCSI name")
+		s, n, ok := d.iscsiName(field{val: item}, ip)
 		if !ok {
 			continue
 		}
-		n := d.resolve(item)
-		if err := CheckISCSIName(s); err != nil {
-			d.errorf(n, ip, "%v", err)
-		} else if line, dup := seen[s]; dup {
+		if line, dup := seen[s]; dup {
 			d.errorf(n, ip, "duplicate initiator %q (first at %s)", s, line)
 		} else {
 			seen[s] = d.pos(n)
@@ -661,14 +669,24 @@ func (d *decoder) log(f field) Log {
 		return l
 	}
 	if vf, has := lf["level"]; has {
-		if v, ok := d.oneOf(vf, "log.level", "a log level", logLevels); ok {
+		if v, ok := d.logLevel(vf, "log.level"); ok {
 			l.Level = v
 		}
 	}
 	if vf, has := lf["format"]; has {
-		if v, ok := d.oneOf(vf, "log.format", "a log format", logFormats); ok {
+		if v, ok := d.logFormat(vf, "log.format"); ok {
 			l.Format = v
 		}
 	}
 	return l
+}
+
+// logLevel reads a log level, panic to trace.
+func (d *decoder) logLevel(f field, path string) (string, bool) {
+	return d.oneOf(f, path, "a log level", logLevels)
+}
+
+// logFormat reads a log format, text or json.
+func (d *decoder) logFormat(f field, path string) (string, bool) {
+	return d.oneOf(f, path, "a log format", logFormats)
 }
