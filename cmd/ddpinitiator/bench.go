@@ -19,7 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-const benchHelp = `usage: ddpinitiator bench [flags] PORTAL
+const benchHelp = `usage: ddpinitiator bench [flags] [PORTAL]
 
 Drives I/O against one LUN of --target over iSER, in this process (no FUSE,
 no kernel block layer), and reports IOPS, bandwidth and latency. On a
@@ -58,7 +58,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.verify, "verify", false, "check that what is read is what was written")
 	fs.BoolVar(&o.json, "json", false, "print the summary as JSON")
 	fs.StringVar(&o.progress, "progress", "auto", "progress line once a second: auto (on a terminal), always, never")
-	portal, code, ok := parse(fs, args, stdout, stderr, benchHelp)
+	portal, code, ok := parse(fs, &c, args, stdout, stderr, benchHelp)
 	if !ok {
 		return code
 	}
@@ -67,9 +67,14 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	bs := int(o.bs)
-	s, dev, err := c.dial(ctx, portal, c.target, initiator.Config{QueueDepth: o.iodepth, Buffers: roundPage(bs) * o.iodepth}, stderr)
+	target, err := c.targetName()
 	if err != nil {
-		fmt.Fprintf(stderr, "ddpinitiator: login to %s at %s: %v\n", c.target, portal, err)
+		fmt.Fprintf(stderr, "ddpinitiator: %v\n", err)
+		return exitUsage
+	}
+	s, dev, err := c.dial(ctx, portal, target, initiator.Config{QueueDepth: o.iodepth, Buffers: roundPage(bs) * o.iodepth}, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "ddpinitiator: login to %s at %s: %v\n", target, portal, err)
 		return exitFailed
 	}
 	defer dev.Close()

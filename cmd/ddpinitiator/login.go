@@ -21,13 +21,18 @@ func loginCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := flag.NewFlagSet("login", flag.ContinueOnError)
 	var c common
 	c.register(fs, true)
-	portal, code, ok := parse(fs, args, stdout, stderr, "usage: ddpinitiator login [flags] PORTAL\n\nLogs in to --target at PORTAL, prints the negotiated session and the\nLUNs with their sizes, and logs out. Exit 0 means the target is usable.\n\n")
+	portal, code, ok := parse(fs, &c, args, stdout, stderr, "usage: ddpinitiator login [flags] [PORTAL]\n\nLogs in to --target at PORTAL, prints the negotiated session and the\nLUNs with their sizes, and logs out. Exit 0 means the target is usable.\n\n")
 	if !ok {
 		return code
 	}
-	s, dev, err := c.dial(ctx, portal, c.target, initiator.Config{Buffers: 1 << 20, QueueDepth: 8}, stderr)
+	target, err := c.targetName()
 	if err != nil {
-		fmt.Fprintf(stderr, "ddpinitiator: login to %s at %s: %v\n", c.target, portal, err)
+		fmt.Fprintf(stderr, "ddpinitiator: %v\n", err)
+		return exitUsage
+	}
+	s, dev, err := c.dial(ctx, portal, target, initiator.Config{Buffers: 1 << 20, QueueDepth: 8}, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "ddpinitiator: login to %s at %s: %v\n", target, portal, err)
 		return exitFailed
 	}
 	defer dev.Close()

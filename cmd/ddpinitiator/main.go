@@ -17,8 +17,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ddpstore/ddpstore/config"
 	"github.com/ddpstore/ddpstore/iwarp"
+	"github.com/ddpstore/ddpstore/iwarp/mpa"
 	"github.com/ddpstore/ddpstore/transport/initiator"
+	"github.com/ddpstore/ddpstore/transport/login"
 	log "github.com/sirupsen/logrus"
 )
 
@@ -40,8 +43,10 @@ Commands:
   bench PORTAL      drive I/O against a LUN in-process and report IOPS,
                     bandwidth and latency (mean, p50, p99, p99.9)
 
-PORTAL is host:port (default port 3260). Run "ddpinitiator COMMAND --help"
-for a command's flags.
+PORTAL is host:port (default port 3260); without it the target's first
+portal in the configuration (--config FILE, see docs/config.md) is used.
+Flags override the file. Run "ddpinitiator COMMAND --help" for a command's
+flags.
 
 Exit status: 0 success, 1 the target failed us (unreachable, login refused,
 I/O error), 2 bad command line, 3 bench --verify found wrong data.
@@ -73,29 +78,43 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitUsage
 }
 
-// common are the flags every command that logs in takes.
+// common are the flags every command takes: the configuration file, the
+// flags that override it, and the target to use.
 type common struct {
-	name     string
-	target   string
-	user     string
-	secret   string
-	debug    bool
-	recovery time.Duration
+	path   string
+	target string
+	user   string
+	secret string
+	debug  bool
+	apply  func(*config.Initiator) error
+	cfg    *config.Initiator
 }
 
 func (c *common) register(fs *flag.FlagSet, needTarget bool) {
-	fs.StringVar(&c.name, "initiator-name", "iqn.2026-11.io.ddpstore:initiator", "this initiator's iSCSI name")
+	fs.StringVar(&c.path, "config", "", "the initiator's YAML configuration (see docs/config.md); default: the embedded one")
 	if needTarget {
-		fs.StringVar(&c.target, "target", "iqn.2026-11.io.ddpstore:default", "the target's iSCSI name")
+		fs.StringVar(&c.target, "target", "", "the target's iSCSI name (default: the configuration's only target)")
 	}
-	fs.StringVar(&c.user, "chap-user", "", "CHAP user name (with --chap-secret)")
+	fs.StringVar(&c.user, "chap-user", "", "CHAP user name (with --chap-secret), instead of the configuration's")
 	fs.StringVar(&c.secret, "chap-secret", "", "CHAP secret (at least 12 octets)")
 	fs.BoolVar(&c.debug, "debug", false, "log the protocol's progress to stderr")
-	fs.DurationVar(&c.recovery, "recovery-timeout", 30*time.Second, "how long I/O waits through a lost connection (reconnect, re-login, reissue) before failing; 0: fail at once")
+	c.apply = config.InitiatorFlags(fs)
 }
 
-// parse parses a command's flags and its one PORTAL argument.
-func parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, help string) (portal string, code int, ok bool) {
+// load reads the configuration and applies the flags to it.
+func (c *common) load() error {
+	var err error
+	if c.path == "" {
+		c.cfg = config.DefaultInitiator()
+	} else if c.cfg, err = config.LoadInitiator(c.path); err != nil {
+		return err
+	}
+	return c.apply(c.cfg)
+}
+
+// parse parses a command's flags and its PORTAL argument, which may be
+// left out when the configuration names the target's portals.
+func parse(fs *flag.FlagSet, c *common, args []string, stdout, stderr io.Writer, help string) (portal string, code int, ok bool) {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, help)
@@ -110,12 +129,24 @@ func parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, help strin
 		}
 		return "", exitUsage, false
 	}
-	if fs.NArg() != 1 {
-		fmt.Fprintf(stderr, "ddpinitiator: want one PORTAL argument, got %d\n\n", fs.NArg())
-		fs.Usage()
+	if err := c.load(); err != nil {
+		fmt.Fprintf(stderr, "ddpinitiator: %v\n", err)
 		return "", exitUsage, false
 	}
-	return withPort(fs.Arg(0)), 0, true
+	switch fs.NArg() {
+	case 0:
+		t, err := c.cfg.FindTarget(c.target)
+		if err != nil {
+			fmt.Fprintf(stderr, "ddpinitiator: no PORTAL given and %v\n", err)
+			return "", exitUsage, false
+		}
+		return t.Portals[0], 0, true
+	case 1:
+		return withPort(fs.Arg(0)), 0, true
+	}
+	fmt.Fprintf(stderr, "ddpinitiator: want at most one PORTAL argument, got %d\n\n", fs.NArg())
+	fs.Usage()
+	return "", exitUsage, false
 }
 
 // withPort adds the iSCSI port 3260 to a portal given without one.
@@ -126,18 +157,56 @@ func withPort(p string) string {
 	return joinHostPort(p, "3260")
 }
 
-// dial logs in to portal; target "" makes a discovery session.
+// targetName is the target to log in to: --target, else the
+// configuration's only target.
+func (c *common) targetName() (string, error) {
+	if c.target != "" {
+		return c.target, nil
+	}
+	t, err := c.cfg.FindTarget("")
+	if err != nil {
+		return "", err
+	}
+	return t.Name, nil
+}
+
+// dial logs in to portal; target "" makes a discovery session. cfg's
+// zero fields are filled from the configuration.
 func (c *common) dial(ctx context.Context, portal, target string, cfg initiator.Config, stderr io.Writer) (*initiator.Session, *iwarp.Device, error) {
+	conf := c.cfg
 	l := log.New()
 	l.SetOutput(stderr)
-	l.SetLevel(log.WarnLevel)
+	lvl, err := log.ParseLevel(conf.Log.Level)
+	if err != nil {
+		lvl = log.InfoLevel
+	}
+	l.SetLevel(min(lvl, log.WarnLevel)) // the commands print their own results
+	if conf.Log.Format == "json" {
+		l.SetFormatter(&log.JSONFormatter{})
+	}
 	if c.debug {
 		l.SetLevel(log.DebugLevel)
 	}
-	log.SetOutput(stderr) // gotgt and others log through the standard logger
-	cfg.InitiatorName, cfg.TargetName, cfg.Log = c.name, target, log.NewEntry(l)
+	log.SetOutput(stderr) // others log through the standard logger
+	cfg.InitiatorName, cfg.TargetName, cfg.Log = conf.InitiatorName, target, log.NewEntry(l)
+	if cfg.QueueDepth == 0 {
+		cfg.QueueDepth = conf.QueueDepth
+	}
+	if cfg.Buffers == 0 {
+		cfg.Buffers = int(conf.Buffers)
+	}
+	cfg.Conn.MPA = mpa.StartupConfig{Revision: uint8(conf.MPA.Revision), Markers: conf.MPA.Markers, NoCRC: !conf.MPA.CRC}
+	cfg.NopInterval, cfg.NopTimeout = conf.NOP.Interval, conf.NOP.Timeout
+	if conf.NOP.Interval == 0 {
+		cfg.NopInterval = -1
+	}
 	if target != "" {
-		cfg.RecoveryTimeout = c.recovery
+		cfg.RecoveryTimeout = conf.RecoveryTimeout
+		if t, err := conf.FindTarget(target); err == nil && t.CHAP != nil {
+			cfg.CHAP = loginCHAP(t.CHAP)
+		}
+	} else if conf.DiscoveryCHAP != nil {
+		cfg.CHAP = loginCHAP(conf.DiscoveryCHAP)
 	}
 	if c.user != "" || c.secret != "" {
 		cfg.CHAP = chapOf(c.user, c.secret)
@@ -153,11 +222,15 @@ func (c *common) dial(ctx context.Context, portal, target string, cfg initiator.
 	return s, dev, nil
 }
 
+func loginCHAP(c *config.CHAP) *login.CHAP {
+	return &login.CHAP{User: c.User, Secret: c.Secret, MutualUser: c.MutualUser, MutualSecret: c.MutualSecret}
+}
+
 func discover(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("discover", flag.ContinueOnError)
 	var c common
 	c.register(fs, false)
-	portal, code, ok := parse(fs, args, stdout, stderr, "usage: ddpinitiator discover [flags] PORTAL\n\nLists the targets PORTAL offers (iSCSI SendTargets=All).\n\n")
+	portal, code, ok := parse(fs, &c, args, stdout, stderr, "usage: ddpinitiator discover [flags] [PORTAL]\n\nLists the targets PORTAL offers (iSCSI SendTargets=All).\n\n")
 	if !ok {
 		return code
 	}

@@ -79,6 +79,13 @@ targets:
 	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.IOs == 0 || !res.Verified || res.VerifyErrors != 0 || res.P99 <= 0 {
 		t.Fatalf("bench: exit %d, %+v\n%s", code, res, out)
 	}
+	// A configuration file names the target, its portal and the
+	// initiator: no PORTAL argument needed.
+	icfg := filepath.Join(dir, "initiator.yaml")
+	os.WriteFile(icfg, []byte(fmt.Sprintf("initiator_name: %s\ntargets:\n  - name: iqn.2026-11.io.ddpstore:disk1\n    portals: [%s]\n", initiatorName, addr)), 0o644)
+	if out, code := cmd("login", "--config", icfg); code != 0 || !strings.Contains(out, "LUN 3") {
+		t.Fatalf("login --config: exit %d\n%s", code, out)
+	}
 	for _, c := range []struct {
 		args []string
 		code int
@@ -88,7 +95,9 @@ targets:
 		{[]string{"bench", "--rw", "sideways", addr}, 2},
 		{[]string{"bench", "--bs", "1000", addr}, 2},
 		{[]string{"frobnicate"}, 2},
-		{[]string{"discover"}, 2},
+		{[]string{"discover", addr, addr}, 2},
+		{[]string{"login", "--queue-depth", "0", addr}, 2},
+		{[]string{"login", "--config", filepath.Join(dir, "missing.yaml")}, 2},
 		{[]string{"--help"}, 0},
 		{[]string{"bench", "--help"}, 0},
 	} {
