@@ -7,8 +7,8 @@ package initiator
 import (
 	"context"
 	"errors"
-	"sort"
 	"fmt"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -110,8 +110,8 @@ type Session struct {
 	bufs    *mem.Mapping // the data buffers, registered in every connection
 	c       *iserconn.Conn
 	pool    *bufpool.Pool
-	base uintptr // first octet of the buffer region
-	log  *log.Entry
+	base    uintptr // first octet of the buffer region
+	log     *log.Entry
 
 	res    login.Result
 	params login.Params
