@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -146,10 +147,23 @@ func do(t testing.TB, s *initiator.Session, cmd *initiator.Command) {
 	}
 }
 
-// checkGoroutines fails if goroutines started by the test outlive it.
+// checkGoroutines fails if goroutines or file descriptors opened by the
+// test outlive it.
 func checkGoroutines(t *testing.T) {
 	before := runtime.NumGoroutine()
+	fds := openFDs(t)
 	t.Cleanup(func() {
+		defer func() {
+			// Sockets of connections that ended close as their
+			// goroutines finish: give them the same grace.
+			deadline := time.Now().Add(5 * time.Second)
+			for openFDs(t) > fds && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if n := openFDs(t); n > fds {
+				t.Errorf("%d file descriptors leaked (%d open before, %d after)", n-fds, fds, n)
+			}
+		}()
 		deadline := time.Now().Add(5 * time.Second)
 		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
@@ -170,4 +184,13 @@ func filterStacks(s string) string {
 		}
 	}
 	return fmt.Sprint(strings.Join(out, "\n\n"))
+}
+
+// openFDs counts this process's open file descriptors.
+func openFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("cannot count file descriptors: %v", err)
+	}
+	return len(ents)
 }

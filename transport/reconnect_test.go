@@ -3,7 +3,6 @@ package transport_test
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -56,8 +55,8 @@ func (p *cutProxy) serve() {
 		p.conns = append(p.conns, c, s)
 		p.mu.Unlock()
 		p.wg.Add(2)
-		go func() { defer p.wg.Done(); io.Copy(s, c); s.Close() }()
-		go func() { defer p.wg.Done(); io.Copy(c, s); c.Close() }()
+		go func() { defer p.wg.Done(); copyPlain(s, c); s.Close() }()
+		go func() { defer p.wg.Done(); copyPlain(c, s); c.Close() }()
 	}
 }
 
