@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bytes"
 	_ "embed"
 	"errors"
 	"flag"
@@ -689,21 +688,7 @@ func (c *Initiator) Marshal() ([]byte, error) {
 		add(nop, "timeout", strNode(formatDuration(c.NOP.Timeout)))
 	}
 	add(root, "nop", nop)
-	lg := mapNode(true)
-	add(lg, "level", strNode(c.Log.Level))
-	add(lg, "format", strNode(c.Log.Format))
-	add(root, "log", lg)
+	add(root, "log", logNode(c.Log))
 
-	doc := &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{root},
-		HeadComment: "ddpinitiator configuration, every default spelled out"}
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(doc); err != nil {
-		return nil, fmt.Errorf("config: writing the initiator configuration: %w", err)
-	}
-	if err := enc.Close(); err != nil {
-		return nil, fmt.Errorf("config: writing the initiator configuration: %w", err)
-	}
-	return buf.Bytes(), nil
+	return encodeDoc(root, "ddpinitiator", "initiator")
 }

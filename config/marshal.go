@@ -76,23 +76,34 @@ func (t *Target) Marshal() ([]byte, error) {
 	add(lim, "max_sessions", intNode(t.Limits.MaxSessions))
 	add(lim, "queue_depth", intNode(t.Limits.QueueDepth))
 	add(root, "limits", lim)
-	lg := mapNode(true)
-	add(lg, "level", strNode(t.Log.Level))
-	add(lg, "format", strNode(t.Log.Format))
-	add(root, "log", lg)
+	add(root, "log", logNode(t.Log))
 
+	return encodeDoc(root, "ddptarget", "target")
+}
+
+// encodeDoc writes root as a YAML document headed by a comment naming
+// program, indented as the examples in docs/config.md are.
+func encodeDoc(root *yaml.Node, program, what string) ([]byte, error) {
 	doc := &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{root},
-		HeadComment: "ddptarget configuration, every default spelled out"}
+		HeadComment: program + " configuration, every default spelled out"}
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
 	if err := enc.Encode(doc); err != nil {
-		return nil, fmt.Errorf("config: writing the target configuration: %w", err)
+		return nil, fmt.Errorf("config: writing the %s configuration: %w", what, err)
 	}
 	if err := enc.Close(); err != nil {
-		return nil, fmt.Errorf("config: writing the target configuration: %w", err)
+		return nil, fmt.Errorf("config: writing the %s configuration: %w", what, err)
 	}
 	return buf.Bytes(), nil
+}
+
+// logNode is the log: mapping of either configuration.
+func logNode(l Log) *yaml.Node {
+	lg := mapNode(true)
+	add(lg, "level", strNode(l.Level))
+	add(lg, "format", strNode(l.Format))
+	return lg
 }
 
 func chapNode(c *CHAP) *yaml.Node {
