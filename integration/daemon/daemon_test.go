@@ -27,32 +27,43 @@ import (
 
 const initiatorName = "iqn.2026-11.io.ddpstore:host1"
 
+// program is a command of this module built once per test binary, with
+// the race detector.
+type program struct {
+	name string
+	once sync.Once
+	path string
+	err  error
+}
+
 var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
+	targetProg    = &program{name: "ddptarget"}
+	initiatorProg = &program{name: "ddpinitiator"}
 )
 
-// ddptarget builds the program once per test binary.
-func ddptarget(t *testing.T) string {
+// build returns the program's path, building it the first time.
+func (p *program) build(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "ddptarget-bin")
+	p.once.Do(func() {
+		dir, err := os.MkdirTemp("", p.name+"-bin")
 		if err != nil {
-			buildErr = err
+			p.err = err
 			return
 		}
-		binPath = filepath.Join(dir, "ddptarget")
-		out, err := exec.Command("go", "build", "-race", "-o", binPath, "github.com/ddpstore/ddpstore/cmd/ddptarget").CombinedOutput()
+		p.path = filepath.Join(dir, p.name)
+		out, err := exec.Command("go", "build", "-race", "-o", p.path, "github.com/ddpstore/ddpstore/cmd/"+p.name).CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			p.err = fmt.Errorf("go build %s: %v\n%s", p.name, err, out)
 		}
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	if p.err != nil {
+		t.Fatal(p.err)
 	}
-	return binPath
+	return p.path
 }
+
+func ddptarget(t *testing.T) string    { return targetProg.build(t) }
+func ddpinitiator(t *testing.T) string { return initiatorProg.build(t) }
 
 // freePort returns a loopback port nobody listens on now.
 func freePort(t *testing.T) string {

@@ -7,36 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 )
-
-var (
-	iniOnce sync.Once
-	iniPath string
-	iniErr  error
-)
-
-// ddpinitiator builds the initiator program once per test binary.
-func ddpinitiator(t *testing.T) string {
-	t.Helper()
-	iniOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "ddpinitiator-bin")
-		if err != nil {
-			iniErr = err
-			return
-		}
-		iniPath = filepath.Join(dir, "ddpinitiator")
-		out, err := exec.Command("go", "build", "-race", "-o", iniPath, "github.com/ddpstore/ddpstore/cmd/ddpinitiator").CombinedOutput()
-		if err != nil {
-			iniErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if iniErr != nil {
-		t.Fatal(iniErr)
-	}
-	return iniPath
-}
 
 // TestInitiatorCommands runs discover, login and bench as processes
 // against a ddptarget process, and checks their exit codes.
