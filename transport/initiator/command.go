@@ -169,8 +169,9 @@ func (s *Session) sendCommandLocked(ti int32) error {
 	t.cmdSN = s.cmdSN
 	b := iscsi.BHS(s.c.SendBuf(int(ti))[iser.HeaderLen:iserconn.Overhead])
 	b.SetImmediate(false)
-	b.SetWord(24, s.cmdSN)
-	b.SetWord(28, s.expStat)
+	sn := iscsi.InitiatorSNs{BHS: b}
+	sn.SetCmdSN(s.cmdSN)
+	sn.SetExpStatSN(s.expStat)
 	s.cmdSN++
 	if err := s.c.PostPDU(int(ti), n, 0); err != nil {
 		if s.cfg.RecoveryTimeout > 0 {
@@ -252,8 +253,9 @@ func (s *Session) post(ti int32, b iscsi.BHS, n int, immediate bool) error {
 // postLocked stamps CmdSN and ExpStatSN and posts the Send; s.mu held.
 func (s *Session) postLocked(ti int32, b iscsi.BHS, n int, immediate bool) error {
 	b.SetImmediate(immediate)
-	b.SetWord(24, s.cmdSN)
-	b.SetWord(28, s.expStat)
+	sn := iscsi.InitiatorSNs{BHS: b}
+	sn.SetCmdSN(s.cmdSN)
+	sn.SetExpStatSN(s.expStat)
 	if !immediate {
 		s.cmdSN++
 	}

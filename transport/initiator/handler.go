@@ -84,7 +84,8 @@ func (s *Session) window(b iscsi.BHS) {
 	default:
 		return
 	}
-	statSN, exp, maxSN := b.Word(24), b.Word(28), b.Word(32)
+	sn := iscsi.TargetSNs{BHS: b}
+	statSN, exp, maxSN := sn.StatSN(), sn.ExpCmdSN(), sn.MaxCmdSN()
 	if int32(maxSN-exp) >= -1 && int32(maxSN-s.maxCmdSN) > 0 {
 		s.maxCmdSN = maxSN
 		s.cond.Broadcast()

@@ -46,7 +46,7 @@ func FuzzParse(f *testing.F) {
 		}
 		switch b.Opcode() {
 		case OpLoginReq, OpLoginResp:
-			l := LoginReq{b}
+			l := LoginReq{InitiatorSNs{b}}
 			if l.CSG() > 3 || l.NSG() > 3 || l.ISID()>>48 != 0 {
 				t.Fatal("login field out of range")
 			}

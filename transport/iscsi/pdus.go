@@ -5,14 +5,14 @@ package iscsi
 import "encoding/binary"
 
 // NOPOut is a view of a BHS whose opcode is OpNOPOut (section 11.18).
-type NOPOut struct{ BHS }
+type NOPOut struct{ InitiatorSNs }
 
 // AsNOPOut returns b as a NOPOut, or ErrWrongOpcode.
 func AsNOPOut(b BHS) (NOPOut, error) {
 	if err := b.view(OpNOPOut); err != nil {
 		return NOPOut{}, err
 	}
-	return NOPOut{b}, nil
+	return NOPOut{InitiatorSNs{b}}, nil
 }
 
 // NewNOPOut zeroes buf[:BHSLen] and returns it as a NOPOut with its opcode, the F bit set; fill it with the setters. Errors: ErrShortBuffer.
@@ -21,20 +21,8 @@ func NewNOPOut(buf []byte) (NOPOut, error) {
 	if err != nil {
 		return NOPOut{}, err
 	}
-	return NOPOut{b}, nil
+	return NOPOut{InitiatorSNs{b}}, nil
 }
-
-// CmdSN is the command sequence number (octets 24-27).
-func (p NOPOut) CmdSN() uint32 { return binary.BigEndian.Uint32(p.BHS[24:]) }
-
-// SetCmdSN sets octets 24-27.
-func (p NOPOut) SetCmdSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[24:], v) }
-
-// ExpStatSN is the next StatSN the initiator expects (octets 28-31).
-func (p NOPOut) ExpStatSN() uint32 { return binary.BigEndian.Uint32(p.BHS[28:]) }
-
-// SetExpStatSN sets octets 28-31.
-func (p NOPOut) SetExpStatSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[28:], v) }
 
 // TTT is the Target Transfer Tag (0xffffffff unless answering a NOP-In) (octets 20-23).
 func (p NOPOut) TTT() uint32 { return binary.BigEndian.Uint32(p.BHS[20:]) }
@@ -43,14 +31,14 @@ func (p NOPOut) TTT() uint32 { return binary.BigEndian.Uint32(p.BHS[20:]) }
 func (p NOPOut) SetTTT(v uint32) { binary.BigEndian.PutUint32(p.BHS[20:], v) }
 
 // SCSICommand is a view of a BHS whose opcode is OpSCSICommand (section 11.3).
-type SCSICommand struct{ BHS }
+type SCSICommand struct{ InitiatorSNs }
 
 // AsSCSICommand returns b as a SCSICommand, or ErrWrongOpcode.
 func AsSCSICommand(b BHS) (SCSICommand, error) {
 	if err := b.view(OpSCSICommand); err != nil {
 		return SCSICommand{}, err
 	}
-	return SCSICommand{b}, nil
+	return SCSICommand{InitiatorSNs{b}}, nil
 }
 
 // NewSCSICommand zeroes buf[:BHSLen] and returns it as a SCSICommand with its opcode, octet 1 zero; fill it with the setters. Errors: ErrShortBuffer.
@@ -59,20 +47,8 @@ func NewSCSICommand(buf []byte) (SCSICommand, error) {
 	if err != nil {
 		return SCSICommand{}, err
 	}
-	return SCSICommand{b}, nil
+	return SCSICommand{InitiatorSNs{b}}, nil
 }
-
-// CmdSN is the command sequence number (octets 24-27).
-func (p SCSICommand) CmdSN() uint32 { return binary.BigEndian.Uint32(p.BHS[24:]) }
-
-// SetCmdSN sets octets 24-27.
-func (p SCSICommand) SetCmdSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[24:], v) }
-
-// ExpStatSN is the next StatSN the initiator expects (octets 28-31).
-func (p SCSICommand) ExpStatSN() uint32 { return binary.BigEndian.Uint32(p.BHS[28:]) }
-
-// SetExpStatSN sets octets 28-31.
-func (p SCSICommand) SetExpStatSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[28:], v) }
 
 // Read is the R bit: data will be read from the target (octet 1, mask 0x40).
 func (p SCSICommand) Read() bool { return p.BHS[1]&0x40 != 0 }
@@ -119,14 +95,14 @@ func (p SCSICommand) SetCDB(cdb []byte) error {
 }
 
 // SCSIResponse is a view of a BHS whose opcode is OpSCSIResponse (section 11.4).
-type SCSIResponse struct{ BHS }
+type SCSIResponse struct{ TargetSNs }
 
 // AsSCSIResponse returns b as a SCSIResponse, or ErrWrongOpcode.
 func AsSCSIResponse(b BHS) (SCSIResponse, error) {
 	if err := b.view(OpSCSIResponse); err != nil {
 		return SCSIResponse{}, err
 	}
-	return SCSIResponse{b}, nil
+	return SCSIResponse{TargetSNs{b}}, nil
 }
 
 // NewSCSIResponse zeroes buf[:BHSLen] and returns it as a SCSIResponse with its opcode, the F bit set; fill it with the setters. Errors: ErrShortBuffer.
@@ -135,26 +111,8 @@ func NewSCSIResponse(buf []byte) (SCSIResponse, error) {
 	if err != nil {
 		return SCSIResponse{}, err
 	}
-	return SCSIResponse{b}, nil
+	return SCSIResponse{TargetSNs{b}}, nil
 }
-
-// StatSN is the status sequence number (octets 24-27).
-func (p SCSIResponse) StatSN() uint32 { return binary.BigEndian.Uint32(p.BHS[24:]) }
-
-// SetStatSN sets octets 24-27.
-func (p SCSIResponse) SetStatSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[24:], v) }
-
-// ExpCmdSN is the next CmdSN the target expects (octets 28-31).
-func (p SCSIResponse) ExpCmdSN() uint32 { return binary.BigEndian.Uint32(p.BHS[28:]) }
-
-// SetExpCmdSN sets octets 28-31.
-func (p SCSIResponse) SetExpCmdSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[28:], v) }
-
-// MaxCmdSN is the highest CmdSN the target will accept (octets 32-35).
-func (p SCSIResponse) MaxCmdSN() uint32 { return binary.BigEndian.Uint32(p.BHS[32:]) }
-
-// SetMaxCmdSN sets octets 32-35.
-func (p SCSIResponse) SetMaxCmdSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[32:], v) }
 
 // BidiOverflow is the o bit: Bidirectional Read Residual Overflow (octet 1, mask 0x10).
 func (p SCSIResponse) BidiOverflow() bool { return p.BHS[1]&0x10 != 0 }
@@ -217,14 +175,14 @@ func (p SCSIResponse) ResidualCount() uint32 { return binary.BigEndian.Uint32(p.
 func (p SCSIResponse) SetResidualCount(v uint32) { binary.BigEndian.PutUint32(p.BHS[44:], v) }
 
 // TaskMgmtReq is a view of a BHS whose opcode is OpTaskMgmtReq (section 11.5).
-type TaskMgmtReq struct{ BHS }
+type TaskMgmtReq struct{ InitiatorSNs }
 
 // AsTaskMgmtReq returns b as a TaskMgmtReq, or ErrWrongOpcode.
 func AsTaskMgmtReq(b BHS) (TaskMgmtReq, error) {
 	if err := b.view(OpTaskMgmtReq); err != nil {
 		return TaskMgmtReq{}, err
 	}
-	return TaskMgmtReq{b}, nil
+	return TaskMgmtReq{InitiatorSNs{b}}, nil
 }
 
 // NewTaskMgmtReq zeroes buf[:BHSLen] and returns it as a TaskMgmtReq with its opcode, the F bit set; fill it with the setters. Errors: ErrShortBuffer.
@@ -233,20 +191,8 @@ func NewTaskMgmtReq(buf []byte) (TaskMgmtReq, error) {
 	if err != nil {
 		return TaskMgmtReq{}, err
 	}
-	return TaskMgmtReq{b}, nil
+	return TaskMgmtReq{InitiatorSNs{b}}, nil
 }
-
-// CmdSN is the command sequence number (octets 24-27).
-func (p TaskMgmtReq) CmdSN() uint32 { return binary.BigEndian.Uint32(p.BHS[24:]) }
-
-// SetCmdSN sets octets 24-27.
-func (p TaskMgmtReq) SetCmdSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[24:], v) }
-
-// ExpStatSN is the next StatSN the initiator expects (octets 28-31).
-func (p TaskMgmtReq) ExpStatSN() uint32 { return binary.BigEndian.Uint32(p.BHS[28:]) }
-
-// SetExpStatSN sets octets 28-31.
-func (p TaskMgmtReq) SetExpStatSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[28:], v) }
 
 // Function is the task management function (1 ABORT TASK ... 8 TASK REASSIGN) (octet 1, mask 0x7f).
 func (p TaskMgmtReq) Function() uint8 { return p.BHS[1] & 0x7f }
@@ -279,14 +225,14 @@ func (p TaskMgmtReq) ExpDataSN() uint32 { return binary.BigEndian.Uint32(p.BHS[3
 func (p TaskMgmtReq) SetExpDataSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[36:], v) }
 
 // TaskMgmtResp is a view of a BHS whose opcode is OpTaskMgmtResp (section 11.6).
-type TaskMgmtResp struct{ BHS }
+type TaskMgmtResp struct{ TargetSNs }
 
 // AsTaskMgmtResp returns b as a TaskMgmtResp, or ErrWrongOpcode.
 func AsTaskMgmtResp(b BHS) (TaskMgmtResp, error) {
 	if err := b.view(OpTaskMgmtResp); err != nil {
 		return TaskMgmtResp{}, err
 	}
-	return TaskMgmtResp{b}, nil
+	return TaskMgmtResp{TargetSNs{b}}, nil
 }
 
 // NewTaskMgmtResp zeroes buf[:BHSLen] and returns it as a TaskMgmtResp with its opcode, the F bit set; fill it with the setters. Errors: ErrShortBuffer.
@@ -295,26 +241,8 @@ func NewTaskMgmtResp(buf []byte) (TaskMgmtResp, error) {
 	if err != nil {
 		return TaskMgmtResp{}, err
 	}
-	return TaskMgmtResp{b}, nil
+	return TaskMgmtResp{TargetSNs{b}}, nil
 }
-
-// StatSN is the status sequence number (octets 24-27).
-func (p TaskMgmtResp) StatSN() uint32 { return binary.BigEndian.Uint32(p.BHS[24:]) }
-
-// SetStatSN sets octets 24-27.
-func (p TaskMgmtResp) SetStatSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[24:], v) }
-
-// ExpCmdSN is the next CmdSN the target expects (octets 28-31).
-func (p TaskMgmtResp) ExpCmdSN() uint32 { return binary.BigEndian.Uint32(p.BHS[28:]) }
-
-// SetExpCmdSN sets octets 28-31.
-func (p TaskMgmtResp) SetExpCmdSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[28:], v) }
-
-// MaxCmdSN is the highest CmdSN the target will accept (octets 32-35).
-func (p TaskMgmtResp) MaxCmdSN() uint32 { return binary.BigEndian.Uint32(p.BHS[32:]) }
-
-// SetMaxCmdSN sets octets 32-35.
-func (p TaskMgmtResp) SetMaxCmdSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[32:], v) }
 
 // Response is the function response (0 complete, 1 task does not exist, ..., 255 rejected) (octet 2).
 func (p TaskMgmtResp) Response() uint8 { return p.BHS[2] }
@@ -323,14 +251,14 @@ func (p TaskMgmtResp) Response() uint8 { return p.BHS[2] }
 func (p TaskMgmtResp) SetResponse(v uint8) { p.BHS[2] = v }
 
 // LoginReq is a view of a BHS whose opcode is OpLoginReq (section 11.12).
-type LoginReq struct{ BHS }
+type LoginReq struct{ InitiatorSNs }
 
 // AsLoginReq returns b as a LoginReq, or ErrWrongOpcode.
 func AsLoginReq(b BHS) (LoginReq, error) {
 	if err := b.view(OpLoginReq); err != nil {
 		return LoginReq{}, err
 	}
-	return LoginReq{b}, nil
+	return LoginReq{InitiatorSNs{b}}, nil
 }
 
 // NewLoginReq zeroes buf[:BHSLen] and returns it as a LoginReq with its opcode, octet 1 zero, the I bit set; fill it with the setters. Errors: ErrShortBuffer.
@@ -340,20 +268,8 @@ func NewLoginReq(buf []byte) (LoginReq, error) {
 		return LoginReq{}, err
 	}
 	b[0] |= FlagImmediate // the I bit is always 1 in a Login Request
-	return LoginReq{b}, nil
+	return LoginReq{InitiatorSNs{b}}, nil
 }
-
-// CmdSN is the command sequence number (octets 24-27).
-func (p LoginReq) CmdSN() uint32 { return binary.BigEndian.Uint32(p.BHS[24:]) }
-
-// SetCmdSN sets octets 24-27.
-func (p LoginReq) SetCmdSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[24:], v) }
-
-// ExpStatSN is the next StatSN the initiator expects (octets 28-31).
-func (p LoginReq) ExpStatSN() uint32 { return binary.BigEndian.Uint32(p.BHS[28:]) }
-
-// SetExpStatSN sets octets 28-31.
-func (p LoginReq) SetExpStatSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[28:], v) }
 
 // Transit is the T bit: ready to move to the next stage NSG (octet 1, mask 0x80).
 func (p LoginReq) Transit() bool { return p.BHS[1]&0x80 != 0 }
@@ -431,14 +347,14 @@ func (p LoginReq) CID() uint16 { return binary.BigEndian.Uint16(p.BHS[20:]) }
 func (p LoginReq) SetCID(v uint16) { binary.BigEndian.PutUint16(p.BHS[20:], v) }
 
 // LoginResp is a view of a BHS whose opcode is OpLoginResp (section 11.13).
-type LoginResp struct{ BHS }
+type LoginResp struct{ TargetSNs }
 
 // AsLoginResp returns b as a LoginResp, or ErrWrongOpcode.
 func AsLoginResp(b BHS) (LoginResp, error) {
 	if err := b.view(OpLoginResp); err != nil {
 		return LoginResp{}, err
 	}
-	return LoginResp{b}, nil
+	return LoginResp{TargetSNs{b}}, nil
 }
 
 // NewLoginResp zeroes buf[:BHSLen] and returns it as a LoginResp with its opcode, octet 1 zero; fill it with the setters. Errors: ErrShortBuffer.
@@ -447,26 +363,8 @@ func NewLoginResp(buf []byte) (LoginResp, error) {
 	if err != nil {
 		return LoginResp{}, err
 	}
-	return LoginResp{b}, nil
+	return LoginResp{TargetSNs{b}}, nil
 }
-
-// StatSN is the status sequence number (octets 24-27).
-func (p LoginResp) StatSN() uint32 { return binary.BigEndian.Uint32(p.BHS[24:]) }
-
-// SetStatSN sets octets 24-27.
-func (p LoginResp) SetStatSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[24:], v) }
-
-// ExpCmdSN is the next CmdSN the target expects (octets 28-31).
-func (p LoginResp) ExpCmdSN() uint32 { return binary.BigEndian.Uint32(p.BHS[28:]) }
-
-// SetExpCmdSN sets octets 28-31.
-func (p LoginResp) SetExpCmdSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[28:], v) }
-
-// MaxCmdSN is the highest CmdSN the target will accept (octets 32-35).
-func (p LoginResp) MaxCmdSN() uint32 { return binary.BigEndian.Uint32(p.BHS[32:]) }
-
-// SetMaxCmdSN sets octets 32-35.
-func (p LoginResp) SetMaxCmdSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[32:], v) }
 
 // Transit is the T bit: ready to move to the next stage NSG (octet 1, mask 0x80).
 func (p LoginResp) Transit() bool { return p.BHS[1]&0x80 != 0 }
@@ -550,14 +448,14 @@ func (p LoginResp) StatusDetail() uint8 { return p.BHS[37] }
 func (p LoginResp) SetStatusDetail(v uint8) { p.BHS[37] = v }
 
 // TextReq is a view of a BHS whose opcode is OpTextReq (section 11.10).
-type TextReq struct{ BHS }
+type TextReq struct{ InitiatorSNs }
 
 // AsTextReq returns b as a TextReq, or ErrWrongOpcode.
 func AsTextReq(b BHS) (TextReq, error) {
 	if err := b.view(OpTextReq); err != nil {
 		return TextReq{}, err
 	}
-	return TextReq{b}, nil
+	return TextReq{InitiatorSNs{b}}, nil
 }
 
 // NewTextReq zeroes buf[:BHSLen] and returns it as a TextReq with its opcode, the F bit set; fill it with the setters. Errors: ErrShortBuffer.
@@ -566,20 +464,8 @@ func NewTextReq(buf []byte) (TextReq, error) {
 	if err != nil {
 		return TextReq{}, err
 	}
-	return TextReq{b}, nil
+	return TextReq{InitiatorSNs{b}}, nil
 }
-
-// CmdSN is the command sequence number (octets 24-27).
-func (p TextReq) CmdSN() uint32 { return binary.BigEndian.Uint32(p.BHS[24:]) }
-
-// SetCmdSN sets octets 24-27.
-func (p TextReq) SetCmdSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[24:], v) }
-
-// ExpStatSN is the next StatSN the initiator expects (octets 28-31).
-func (p TextReq) ExpStatSN() uint32 { return binary.BigEndian.Uint32(p.BHS[28:]) }
-
-// SetExpStatSN sets octets 28-31.
-func (p TextReq) SetExpStatSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[28:], v) }
 
 // Continue is the C bit: the text continues in the next PDU (octet 1, mask 0x40).
 func (p TextReq) Continue() bool { return p.BHS[1]&0x40 != 0 }
@@ -594,14 +480,14 @@ func (p TextReq) TTT() uint32 { return binary.BigEndian.Uint32(p.BHS[20:]) }
 func (p TextReq) SetTTT(v uint32) { binary.BigEndian.PutUint32(p.BHS[20:], v) }
 
 // TextResp is a view of a BHS whose opcode is OpTextResp (section 11.11).
-type TextResp struct{ BHS }
+type TextResp struct{ TargetSNs }
 
 // AsTextResp returns b as a TextResp, or ErrWrongOpcode.
 func AsTextResp(b BHS) (TextResp, error) {
 	if err := b.view(OpTextResp); err != nil {
 		return TextResp{}, err
 	}
-	return TextResp{b}, nil
+	return TextResp{TargetSNs{b}}, nil
 }
 
 // NewTextResp zeroes buf[:BHSLen] and returns it as a TextResp with its opcode, the F bit set; fill it with the setters. Errors: ErrShortBuffer.
@@ -610,26 +496,8 @@ func NewTextResp(buf []byte) (TextResp, error) {
 	if err != nil {
 		return TextResp{}, err
 	}
-	return TextResp{b}, nil
+	return TextResp{TargetSNs{b}}, nil
 }
-
-// StatSN is the status sequence number (octets 24-27).
-func (p TextResp) StatSN() uint32 { return binary.BigEndian.Uint32(p.BHS[24:]) }
-
-// SetStatSN sets octets 24-27.
-func (p TextResp) SetStatSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[24:], v) }
-
-// ExpCmdSN is the next CmdSN the target expects (octets 28-31).
-func (p TextResp) ExpCmdSN() uint32 { return binary.BigEndian.Uint32(p.BHS[28:]) }
-
-// SetExpCmdSN sets octets 28-31.
-func (p TextResp) SetExpCmdSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[28:], v) }
-
-// MaxCmdSN is the highest CmdSN the target will accept (octets 32-35).
-func (p TextResp) MaxCmdSN() uint32 { return binary.BigEndian.Uint32(p.BHS[32:]) }
-
-// SetMaxCmdSN sets octets 32-35.
-func (p TextResp) SetMaxCmdSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[32:], v) }
 
 // Continue is the C bit: the text continues in the next PDU (octet 1, mask 0x40).
 func (p TextResp) Continue() bool { return p.BHS[1]&0x40 != 0 }
@@ -644,14 +512,14 @@ func (p TextResp) TTT() uint32 { return binary.BigEndian.Uint32(p.BHS[20:]) }
 func (p TextResp) SetTTT(v uint32) { binary.BigEndian.PutUint32(p.BHS[20:], v) }
 
 // LogoutReq is a view of a BHS whose opcode is OpLogoutReq (section 11.14).
-type LogoutReq struct{ BHS }
+type LogoutReq struct{ InitiatorSNs }
 
 // AsLogoutReq returns b as a LogoutReq, or ErrWrongOpcode.
 func AsLogoutReq(b BHS) (LogoutReq, error) {
 	if err := b.view(OpLogoutReq); err != nil {
 		return LogoutReq{}, err
 	}
-	return LogoutReq{b}, nil
+	return LogoutReq{InitiatorSNs{b}}, nil
 }
 
 // NewLogoutReq zeroes buf[:BHSLen] and returns it as a LogoutReq with its opcode, the F bit set; fill it with the setters. Errors: ErrShortBuffer.
@@ -660,20 +528,8 @@ func NewLogoutReq(buf []byte) (LogoutReq, error) {
 	if err != nil {
 		return LogoutReq{}, err
 	}
-	return LogoutReq{b}, nil
+	return LogoutReq{InitiatorSNs{b}}, nil
 }
-
-// CmdSN is the command sequence number (octets 24-27).
-func (p LogoutReq) CmdSN() uint32 { return binary.BigEndian.Uint32(p.BHS[24:]) }
-
-// SetCmdSN sets octets 24-27.
-func (p LogoutReq) SetCmdSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[24:], v) }
-
-// ExpStatSN is the next StatSN the initiator expects (octets 28-31).
-func (p LogoutReq) ExpStatSN() uint32 { return binary.BigEndian.Uint32(p.BHS[28:]) }
-
-// SetExpStatSN sets octets 28-31.
-func (p LogoutReq) SetExpStatSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[28:], v) }
 
 // ReasonCode is the reason (0 close the session, 1 close the connection, 2 remove the connection for recovery) (octet 1, mask 0x7f).
 func (p LogoutReq) ReasonCode() uint8 { return p.BHS[1] & 0x7f }
@@ -694,14 +550,14 @@ func (p LogoutReq) CID() uint16 { return binary.BigEndian.Uint16(p.BHS[20:]) }
 func (p LogoutReq) SetCID(v uint16) { binary.BigEndian.PutUint16(p.BHS[20:], v) }
 
 // LogoutResp is a view of a BHS whose opcode is OpLogoutResp (section 11.15).
-type LogoutResp struct{ BHS }
+type LogoutResp struct{ TargetSNs }
 
 // AsLogoutResp returns b as a LogoutResp, or ErrWrongOpcode.
 func AsLogoutResp(b BHS) (LogoutResp, error) {
 	if err := b.view(OpLogoutResp); err != nil {
 		return LogoutResp{}, err
 	}
-	return LogoutResp{b}, nil
+	return LogoutResp{TargetSNs{b}}, nil
 }
 
 // NewLogoutResp zeroes buf[:BHSLen] and returns it as a LogoutResp with its opcode, the F bit set; fill it with the setters. Errors: ErrShortBuffer.
@@ -710,26 +566,8 @@ func NewLogoutResp(buf []byte) (LogoutResp, error) {
 	if err != nil {
 		return LogoutResp{}, err
 	}
-	return LogoutResp{b}, nil
+	return LogoutResp{TargetSNs{b}}, nil
 }
-
-// StatSN is the status sequence number (octets 24-27).
-func (p LogoutResp) StatSN() uint32 { return binary.BigEndian.Uint32(p.BHS[24:]) }
-
-// SetStatSN sets octets 24-27.
-func (p LogoutResp) SetStatSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[24:], v) }
-
-// ExpCmdSN is the next CmdSN the target expects (octets 28-31).
-func (p LogoutResp) ExpCmdSN() uint32 { return binary.BigEndian.Uint32(p.BHS[28:]) }
-
-// SetExpCmdSN sets octets 28-31.
-func (p LogoutResp) SetExpCmdSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[28:], v) }
-
-// MaxCmdSN is the highest CmdSN the target will accept (octets 32-35).
-func (p LogoutResp) MaxCmdSN() uint32 { return binary.BigEndian.Uint32(p.BHS[32:]) }
-
-// SetMaxCmdSN sets octets 32-35.
-func (p LogoutResp) SetMaxCmdSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[32:], v) }
 
 // Response is the logout response (0 closed successfully, 1 CID not found, 2 recovery not supported, 3 cleanup failed) (octet 2).
 func (p LogoutResp) Response() uint8 { return p.BHS[2] }
@@ -750,14 +588,14 @@ func (p LogoutResp) Time2Retain() uint16 { return binary.BigEndian.Uint16(p.BHS[
 func (p LogoutResp) SetTime2Retain(v uint16) { binary.BigEndian.PutUint16(p.BHS[42:], v) }
 
 // NOPIn is a view of a BHS whose opcode is OpNOPIn (section 11.19).
-type NOPIn struct{ BHS }
+type NOPIn struct{ TargetSNs }
 
 // AsNOPIn returns b as a NOPIn, or ErrWrongOpcode.
 func AsNOPIn(b BHS) (NOPIn, error) {
 	if err := b.view(OpNOPIn); err != nil {
 		return NOPIn{}, err
 	}
-	return NOPIn{b}, nil
+	return NOPIn{TargetSNs{b}}, nil
 }
 
 // NewNOPIn zeroes buf[:BHSLen] and returns it as a NOPIn with its opcode, the F bit set; fill it with the setters. Errors: ErrShortBuffer.
@@ -766,26 +604,8 @@ func NewNOPIn(buf []byte) (NOPIn, error) {
 	if err != nil {
 		return NOPIn{}, err
 	}
-	return NOPIn{b}, nil
+	return NOPIn{TargetSNs{b}}, nil
 }
-
-// StatSN is the status sequence number (octets 24-27).
-func (p NOPIn) StatSN() uint32 { return binary.BigEndian.Uint32(p.BHS[24:]) }
-
-// SetStatSN sets octets 24-27.
-func (p NOPIn) SetStatSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[24:], v) }
-
-// ExpCmdSN is the next CmdSN the target expects (octets 28-31).
-func (p NOPIn) ExpCmdSN() uint32 { return binary.BigEndian.Uint32(p.BHS[28:]) }
-
-// SetExpCmdSN sets octets 28-31.
-func (p NOPIn) SetExpCmdSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[28:], v) }
-
-// MaxCmdSN is the highest CmdSN the target will accept (octets 32-35).
-func (p NOPIn) MaxCmdSN() uint32 { return binary.BigEndian.Uint32(p.BHS[32:]) }
-
-// SetMaxCmdSN sets octets 32-35.
-func (p NOPIn) SetMaxCmdSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[32:], v) }
 
 // TTT is the Target Transfer Tag (0xffffffff unless the target asks for a NOP-Out) (octets 20-23).
 func (p NOPIn) TTT() uint32 { return binary.BigEndian.Uint32(p.BHS[20:]) }
@@ -794,14 +614,14 @@ func (p NOPIn) TTT() uint32 { return binary.BigEndian.Uint32(p.BHS[20:]) }
 func (p NOPIn) SetTTT(v uint32) { binary.BigEndian.PutUint32(p.BHS[20:], v) }
 
 // Reject is a view of a BHS whose opcode is OpReject (section 11.17).
-type Reject struct{ BHS }
+type Reject struct{ TargetSNs }
 
 // AsReject returns b as a Reject, or ErrWrongOpcode.
 func AsReject(b BHS) (Reject, error) {
 	if err := b.view(OpReject); err != nil {
 		return Reject{}, err
 	}
-	return Reject{b}, nil
+	return Reject{TargetSNs{b}}, nil
 }
 
 // NewReject zeroes buf[:BHSLen] and returns it as a Reject with its opcode, the F bit set, ITT 0xffffffff; fill it with the setters. Errors: ErrShortBuffer.
@@ -811,26 +631,8 @@ func NewReject(buf []byte) (Reject, error) {
 		return Reject{}, err
 	}
 	b.SetITT(ReservedITT)
-	return Reject{b}, nil
+	return Reject{TargetSNs{b}}, nil
 }
-
-// StatSN is the status sequence number (octets 24-27).
-func (p Reject) StatSN() uint32 { return binary.BigEndian.Uint32(p.BHS[24:]) }
-
-// SetStatSN sets octets 24-27.
-func (p Reject) SetStatSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[24:], v) }
-
-// ExpCmdSN is the next CmdSN the target expects (octets 28-31).
-func (p Reject) ExpCmdSN() uint32 { return binary.BigEndian.Uint32(p.BHS[28:]) }
-
-// SetExpCmdSN sets octets 28-31.
-func (p Reject) SetExpCmdSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[28:], v) }
-
-// MaxCmdSN is the highest CmdSN the target will accept (octets 32-35).
-func (p Reject) MaxCmdSN() uint32 { return binary.BigEndian.Uint32(p.BHS[32:]) }
-
-// SetMaxCmdSN sets octets 32-35.
-func (p Reject) SetMaxCmdSN(v uint32) { binary.BigEndian.PutUint32(p.BHS[32:], v) }
 
 // Reason is the reject reason (e.g. 0x04 protocol error, 0x05 command not supported, 0x09 invalid PDU field) (octet 2).
 func (p Reject) Reason() uint8 { return p.BHS[2] }

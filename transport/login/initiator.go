@@ -261,7 +261,7 @@ func (i *Initiator) step(dst, resp []byte) ([]byte, bool, error) {
 	if bhs.Opcode() != iscsi.OpLoginResp {
 		return nil, false, protoErr("%v (opcode 0x%02x) instead of a Login Response", bhs.Opcode(), uint8(bhs.Opcode()))
 	}
-	lr := iscsi.LoginResp{BHS: bhs}
+	lr := iscsi.LoginResp{TargetSNs: iscsi.TargetSNs{BHS: bhs}}
 	if n := bhs.TotalAHSLength(); n != 0 {
 		return nil, false, protoErr("TotalAHSLength=%d: a Login Response has no AHS (section 11.13)", n)
 	}

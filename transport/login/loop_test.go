@@ -275,7 +275,7 @@ func TestLoopTampered(t *testing.T) {
 	header := func(f func(iscsi.LoginReq)) func(int, []byte) []byte {
 		return func(k int, req []byte) []byte {
 			if k == 0 {
-				f(iscsi.LoginReq{BHS: iscsi.BHS(req[:iscsi.BHSLen])})
+				f(iscsi.LoginReq{InitiatorSNs: iscsi.InitiatorSNs{BHS: iscsi.BHS(req[:iscsi.BHSLen])}})
 			}
 			return req
 		}

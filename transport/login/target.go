@@ -163,7 +163,7 @@ func (t *Target) Step(dst, req []byte) (out []byte, done bool, err error) {
 	if bhs.Opcode() != iscsi.OpLoginReq {
 		return t.fail(dst, statusErr(StatusInvalidDuringLogin, "%v (opcode 0x%02x) during the Login Phase, only Login Requests are allowed (section 6.3)", bhs.Opcode(), uint8(bhs.Opcode())))
 	}
-	lr := iscsi.LoginReq{BHS: bhs}
+	lr := iscsi.LoginReq{InitiatorSNs: iscsi.InitiatorSNs{BHS: bhs}}
 	if t.state == stateStart {
 		t.isid, t.tsih, t.cid, t.cmdSN = lr.ISID(), lr.TSIH(), lr.CID(), lr.CmdSN()
 		t.statSN = lr.ExpStatSN()

@@ -15,7 +15,7 @@ const reservedTag = iscsi.ReservedITT
 
 // pdu takes a send buffer, has fill write a BHS at b[:48] and data after it
 // (returning the data length), and posts it. A target PDU's StatSN, ExpCmdSN
-// and MaxCmdSN sit at the same octets whatever its opcode (24, 28, 32).
+// and MaxCmdSN sit at the same octets whatever its opcode (TargetSNs).
 func (c *conn) pdu(op iscsi.Opcode, advanceStatSN bool, fill func(b iscsi.BHS, data []byte) (int, error)) error {
 	slot, ok := c.takeSlot()
 	if !ok {
@@ -28,12 +28,13 @@ func (c *conn) pdu(op iscsi.Opcode, advanceStatSN bool, fill func(b iscsi.BHS, d
 		return err
 	}
 	b.SetFinal(true)
-	b.SetWord(24, c.statSN)
+	sn := iscsi.TargetSNs{BHS: b}
+	sn.SetStatSN(c.statSN)
 	if advanceStatSN {
 		c.statSN++
 	}
-	b.SetWord(28, c.expCmdSN)
-	b.SetWord(32, c.maxCmdSN())
+	sn.SetExpCmdSN(c.expCmdSN)
+	sn.SetMaxCmdSN(c.maxCmdSN())
 	n, err := fill(b, buf[iserconn.Overhead:])
 	if err != nil {
 		return err
