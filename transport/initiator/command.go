@@ -147,6 +147,7 @@ func (s *Session) buildCommand(ti int32) int {
 func (s *Session) postCommand(ti int32) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.unreserveLocked(ti) // it gets its CmdSN now, or never
 	t := &s.tasks[ti]
 	if s.err != nil {
 		t.sent = true
@@ -210,7 +211,9 @@ func (s *Session) take(ctx context.Context, windowed bool) (int32, error) {
 		// Windowed requests leave `extra` records for the others.
 		room := len(s.free) > 0
 		if windowed {
-			room = len(s.free) > extra && int32(s.maxCmdSN-s.cmdSN) >= 0 && !s.recovering
+			// Requests taken but not yet sent hold CmdSNs too: without
+			// counting them, many callers at once would all see room.
+			room = len(s.free) > extra && int32(s.maxCmdSN-s.cmdSN-s.reserved) >= 0 && !s.recovering
 		}
 		if room {
 			ti := s.free[len(s.free)-1]
@@ -218,6 +221,10 @@ func (s *Session) take(ctx context.Context, windowed bool) (int32, error) {
 			t := &s.tasks[ti]
 			t.gen++
 			t.busy, t.sent, t.replied, t.released, t.data = true, false, false, false, nil
+			if windowed {
+				t.reserved = true
+				s.reserved++
+			}
 			select {
 			case <-t.done:
 			default:
@@ -237,6 +244,7 @@ func (s *Session) take(ctx context.Context, windowed bool) (int32, error) {
 func (s *Session) post(ti int32, b iscsi.BHS, n int, immediate bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.unreserveLocked(ti)
 	if s.err != nil {
 		s.tasks[ti].sent = true
 		s.freeLocked(ti)
@@ -333,6 +341,7 @@ func (s *Session) errOr(err error) error {
 // free list once its Send has completed too (the send buffer is the
 // record's).
 func (s *Session) freeLocked(ti int32) {
+	s.unreserveLocked(ti)
 	t := &s.tasks[ti]
 	if !t.busy || t.released {
 		return
@@ -349,4 +358,13 @@ func (s *Session) putLocked(ti int32) {
 	clear(t.resp[:])
 	s.free = append(s.free, ti)
 	s.cond.Broadcast()
+}
+
+// unreserveLocked gives back the window place task ti held since take,
+// once it has its CmdSN or will never get one. s.mu held.
+func (s *Session) unreserveLocked(ti int32) {
+	if t := &s.tasks[ti]; t.reserved {
+		t.reserved = false
+		s.reserved--
+	}
 }

@@ -121,6 +121,7 @@ type Session struct {
 	cond     *sync.Cond // window opened, task freed, or session ended
 	cmdSN    uint32
 	maxCmdSN uint32
+	reserved uint32 // windowed requests taken but not yet given a CmdSN
 	expStat  uint32
 	tasks    []task
 	free     []int32
@@ -148,6 +149,7 @@ type task struct {
 	replied  bool // its answer arrived
 	released bool // its requester is done with it
 	reissue  bool // to be sent again on the next connection
+	reserved bool // holds a place in the command window (s.reserved)
 	off      int  // the data buffer's offset in the region
 	lun      iscsi.LUN
 	cmdSN    uint32 // CmdSN it was last sent with (reissue order)
