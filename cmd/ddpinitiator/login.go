@@ -9,13 +9,10 @@ import (
 	"net"
 
 	"github.com/ddpstore/ddpstore/transport/initiator"
-	"github.com/ddpstore/ddpstore/transport/login"
 )
 
 func splitHostPort(p string) (string, string, error) { return net.SplitHostPort(p) }
 func joinHostPort(h, p string) string                { return net.JoinHostPort(h, p) }
-
-func chapOf(user, secret string) *login.CHAP { return &login.CHAP{User: user, Secret: secret} }
 
 func loginCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("login", flag.ContinueOnError)

@@ -209,7 +209,7 @@ func (c *common) dial(ctx context.Context, portal, target string, cfg initiator.
 		cfg.CHAP = loginCHAP(conf.DiscoveryCHAP)
 	}
 	if c.user != "" || c.secret != "" {
-		cfg.CHAP = chapOf(c.user, c.secret)
+		cfg.CHAP = loginCHAP(&config.CHAP{User: c.user, Secret: c.secret})
 	}
 	dev := iwarp.NewDevice(0)
 	dctx, cancel := context.WithTimeout(ctx, 20*time.Second)

@@ -56,7 +56,7 @@ func (c *conn) command(h iser.Header, bhs iscsi.BHS, imm []byte) error {
 		return c.reject(bhs, iscsi.RejectProtocolError) // discovery session
 	}
 	cmd, _ := iscsi.AsSCSICommand(bhs)
-	windowed, ok := c.acceptCmdSN(bhs, cmd.CmdSN())
+	windowed, ok := c.acceptCmdSN(bhs)
 	if !ok {
 		return c.reject(bhs, iscsi.RejectProtocolError)
 	}
@@ -124,7 +124,8 @@ var invalidFieldSense = [18]byte{0: 0x70, 2: 0x05, 7: 10, 12: 0x24}
 // 4.2.2.1): an immediate PDU carries ExpCmdSN and takes no place in it;
 // any other must be the next one expected, and in the window. One
 // connection delivers in order, so anything else is the initiator's error.
-func (c *conn) acceptCmdSN(bhs iscsi.BHS, cmdSN uint32) (windowed, ok bool) {
+func (c *conn) acceptCmdSN(bhs iscsi.BHS) (windowed, ok bool) {
+	cmdSN := iscsi.InitiatorSNs{BHS: bhs}.CmdSN()
 	if bhs.Immediate() {
 		return false, true
 	}

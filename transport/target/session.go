@@ -72,10 +72,9 @@ func (c *conn) nopOut(bhs iscsi.BHS, data []byte) error {
 		}
 		return nil
 	}
-	if _, ok := c.acceptCmdSN(bhs, n.CmdSN()); !ok {
+	if !c.admit(bhs) {
 		return c.reject(bhs, iscsi.RejectProtocolError)
 	}
-	c.windowDone(!bhs.Immediate())
 	return c.pdu(iscsi.OpNOPIn, true, func(b iscsi.BHS, out []byte) (int, error) {
 		in, _ := iscsi.AsNOPIn(b)
 		in.SetITT(bhs.ITT())
@@ -84,8 +83,17 @@ func (c *conn) nopOut(bhs iscsi.BHS, data []byte) error {
 	})
 }
 
-// windowDone gives back the window place of a non-task PDU that is
-// answered at once.
+// admit checks the CmdSN of a request that is not a SCSI task (NOP-Out,
+// task management, text, logout) and, since it is answered at once, gives
+// its place in the window straight back.
+func (c *conn) admit(bhs iscsi.BHS) bool {
+	windowed, ok := c.acceptCmdSN(bhs)
+	c.windowDone(windowed)
+	return ok
+}
+
+// windowDone gives back the window place of a PDU that is answered at
+// once or rejected.
 func (c *conn) windowDone(windowed bool) {
 	if windowed {
 		c.busy--
@@ -129,11 +137,9 @@ func (c *conn) keepalive() error {
 // send its response: it is dropped without a response.
 func (c *conn) taskMgmt(bhs iscsi.BHS) error {
 	r, _ := iscsi.AsTaskMgmtReq(bhs)
-	windowed, ok := c.acceptCmdSN(bhs, r.CmdSN())
-	if !ok {
+	if !c.admit(bhs) {
 		return c.reject(bhs, iscsi.RejectProtocolError)
 	}
-	c.windowDone(windowed)
 	resp := iscsi.TMFComplete
 	fn := r.Function()
 	switch fn {
@@ -193,11 +199,9 @@ func (c *conn) abort(ti int32) {
 // only key a target must answer in full feature phase.
 func (c *conn) text(bhs iscsi.BHS, data []byte) error {
 	r, _ := iscsi.AsTextReq(bhs)
-	windowed, ok := c.acceptCmdSN(bhs, r.CmdSN())
-	if !ok {
+	if !c.admit(bhs) {
 		return c.reject(bhs, iscsi.RejectProtocolError)
 	}
-	c.windowDone(windowed)
 	if r.Continue() {
 		return c.reject(bhs, iscsi.RejectCommandNotSupported)
 	}
@@ -251,11 +255,9 @@ func (s *Server) targetInfo() []login.TargetInfo {
 // answer is out (RFC 7143 sections 11.14, 11.15).
 func (c *conn) logout(bhs iscsi.BHS) error {
 	r, _ := iscsi.AsLogoutReq(bhs)
-	windowed, ok := c.acceptCmdSN(bhs, r.CmdSN())
-	if !ok {
+	if !c.admit(bhs) {
 		return c.reject(bhs, iscsi.RejectProtocolError)
 	}
-	c.windowDone(windowed)
 	resp := iscsi.LogoutOK
 	if r.ReasonCode() == iscsi.LogoutRemoveForRecovery {
 		resp = iscsi.LogoutNoRecovery
