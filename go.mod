@@ -10,6 +10,7 @@ require (
 )
 
 require (
+	github.com/hanwen/go-fuse/v2 v2.12.1 // indirect
 	github.com/kr/pretty v0.3.0 // indirect
 	github.com/mitchellh/go-homedir v1.1.0 // indirect
 	github.com/satori/go.uuid v1.2.0 // indirect

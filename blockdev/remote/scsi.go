@@ -1,0 +1,76 @@
+package remote
+
+import (
+	"context"
+	"encoding/binary"
+
+	"github.com/ddpstore/ddpstore/transport/initiator"
+)
+
+// ReportLUNs returns the LUN numbers the target reports (REPORT LUNS,
+// SPC-4 6.33), in its order.
+func ReportLUNs(ctx context.Context, s *initiator.Session) ([]uint16, error) {
+	buf, err := s.Alloc(4096)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Free(buf)
+	cdb := []byte{opReportLUNs, 0, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0}
+	if err := run1(ctx, s, &initiator.Command{CDB: cdb, Dir: initiator.DataIn, Data: buf}); err != nil {
+		return nil, err
+	}
+	n := int(binary.BigEndian.Uint32(buf)) / 8
+	var luns []uint16
+	for i := 0; i < n && 8+8*i+8 <= len(buf); i++ {
+		v := binary.BigEndian.Uint16(buf[8+8*i:])
+		switch v >> 14 {
+		case 0: // peripheral device addressing, bus 0
+			luns = append(luns, v&0xff)
+		case 1: // flat space addressing
+			luns = append(luns, v&0x3fff)
+		}
+	}
+	return luns, nil
+}
+
+// ReadCapacity returns a LUN's block count and block size (READ
+// CAPACITY(16), SBC-3 5.16).
+func ReadCapacity(ctx context.Context, s *initiator.Session, lun uint16) (blocks uint64, bs uint32, err error) {
+	buf, err := s.Alloc(32)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer s.Free(buf)
+	cdb := []byte{opReadCap16, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0}
+	if err := run1(ctx, s, &initiator.Command{LUN: lun, CDB: cdb, Dir: initiator.DataIn, Data: buf[:32]}); err != nil {
+		return 0, 0, err
+	}
+	return binary.BigEndian.Uint64(buf) + 1, binary.BigEndian.Uint32(buf[8:]), nil
+}
+
+// writeProtected reads the WP bit of the mode parameter header (MODE
+// SENSE(6), SBC-3 6.4.1).
+func writeProtected(ctx context.Context, s *initiator.Session, lun uint16) (bool, error) {
+	buf, err := s.Alloc(4096)
+	if err != nil {
+		return false, err
+	}
+	defer s.Free(buf)
+	cdb := []byte{opModeSense6, 0x08, 0x3f, 0, 192, 0} // DBD, all pages
+	cmd := &initiator.Command{LUN: lun, CDB: cdb, Dir: initiator.DataIn, Data: buf[:192]}
+	if err := run1(ctx, s, cmd); err != nil {
+		return false, err
+	}
+	return buf[2]&0x80 != 0, nil
+}
+
+// run1 runs a command and turns a status other than GOOD into an error.
+func run1(ctx context.Context, s *initiator.Session, cmd *initiator.Command) error {
+	if err := s.Do(ctx, cmd); err != nil {
+		return err
+	}
+	if cmd.Status != statusGood {
+		return &initiator.StatusError{Status: cmd.Status, Sense: cmd.Sense}
+	}
+	return nil
+}
