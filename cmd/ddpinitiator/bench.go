@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ddpstore/ddpstore/blockdev/remote"
 	"github.com/ddpstore/ddpstore/config"
 	"github.com/ddpstore/ddpstore/transport/initiator"
 	"golang.org/x/sys/unix"
@@ -58,7 +59,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.verify, "verify", false, "check that what is read is what was written")
 	fs.BoolVar(&o.json, "json", false, "print the summary as JSON")
 	fs.StringVar(&o.progress, "progress", "auto", "progress line once a second: auto (on a terminal), always, never")
-	portal, code, ok := parse(fs, &c, args, stdout, stderr, benchHelp)
+	portal, _, code, ok := parse(fs, &c, args, stdout, stderr, benchHelp)
 	if !ok {
 		return code
 	}
@@ -79,7 +80,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer dev.Close()
 	defer s.Close()
-	blocks, lbs, err := readCapacity(ctx, s, uint16(o.lun))
+	blocks, lbs, err := remote.ReadCapacity(ctx, s, uint16(o.lun))
 	if err != nil {
 		fmt.Fprintf(stderr, "ddpinitiator: LUN %d: %v\n", o.lun, err)
 		return exitFailed
@@ -317,7 +318,7 @@ func (b *benchRun) fill(ctx context.Context) error {
 				stamp(buf, lba, 1)
 				binary.BigEndian.PutUint64(cdb[2:], lba)
 				binary.BigEndian.PutUint32(cdb[10:], uint32(b.bs/b.lbs))
-				if err := run1(ctx, b.s, cmd); err != nil {
+				if err := remote.Run(ctx, b.s, cmd); err != nil {
 					errs <- err
 					return
 				}

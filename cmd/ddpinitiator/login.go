@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 
+	"github.com/ddpstore/ddpstore/blockdev/remote"
 	"github.com/ddpstore/ddpstore/transport/initiator"
 )
 
@@ -18,7 +18,7 @@ func loginCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := flag.NewFlagSet("login", flag.ContinueOnError)
 	var c common
 	c.register(fs, true)
-	portal, code, ok := parse(fs, &c, args, stdout, stderr, "usage: ddpinitiator login [flags] [PORTAL]\n\nLogs in to --target at PORTAL, prints the negotiated session and the\nLUNs with their sizes, and logs out. Exit 0 means the target is usable.\n\n")
+	portal, _, code, ok := parse(fs, &c, args, stdout, stderr, "usage: ddpinitiator login [flags] [PORTAL]\n\nLogs in to --target at PORTAL, prints the negotiated session and the\nLUNs with their sizes, and logs out. Exit 0 means the target is usable.\n\n")
 	if !ok {
 		return code
 	}
@@ -38,13 +38,13 @@ func loginCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fmt.Fprintf(stdout, "target %s at %s: logged in (ISID %012x, TSIH %d)\n", r.TargetName, portal, r.ISID, r.TSIH)
 	fmt.Fprintf(stdout, "  ImmediateData=%v FirstBurstLength=%d MaxBurstLength=%d TargetRecvDataSegmentLength=%d MaxCmdSN-CmdSN=%d\n",
 		p.ImmediateData, p.FirstBurstLength, p.MaxBurstLength, p.TargetRecvDataSegmentLength, r.MaxCmdSN-r.CmdSN+1)
-	luns, err := reportLUNs(ctx, s)
+	luns, err := remote.ReportLUNs(ctx, s)
 	if err != nil {
 		fmt.Fprintf(stderr, "ddpinitiator: REPORT LUNS: %v\n", err)
 		return exitFailed
 	}
 	for _, n := range luns {
-		blocks, bs, err := readCapacity(ctx, s, n)
+		blocks, bs, err := remote.ReadCapacity(ctx, s, n)
 		if err != nil {
 			fmt.Fprintf(stderr, "ddpinitiator: READ CAPACITY of LUN %d: %v\n", n, err)
 			return exitFailed
@@ -57,56 +57,6 @@ func loginCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	fmt.Fprintln(stdout, "logged out")
 	return exitOK
-}
-
-// reportLUNs returns the LUN numbers the target reports (REPORT LUNS).
-func reportLUNs(ctx context.Context, s *initiator.Session) ([]uint16, error) {
-	buf, err := s.Alloc(4096)
-	if err != nil {
-		return nil, err
-	}
-	defer s.Free(buf)
-	cmd := &initiator.Command{CDB: []byte{0xa0, 0, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0}, Dir: initiator.DataIn, Data: buf}
-	if err := run1(ctx, s, cmd); err != nil {
-		return nil, err
-	}
-	n := int(binary.BigEndian.Uint32(buf)) / 8
-	var luns []uint16
-	for i := 0; i < n && 8+8*i+8 <= len(buf); i++ {
-		v := binary.BigEndian.Uint16(buf[8+8*i:])
-		switch v >> 14 {
-		case 0: // peripheral, bus 0
-			luns = append(luns, v&0xff)
-		case 1: // flat space
-			luns = append(luns, v&0x3fff)
-		}
-	}
-	return luns, nil
-}
-
-// readCapacity returns a LUN's block count and block size (READ CAPACITY(16)).
-func readCapacity(ctx context.Context, s *initiator.Session, lun uint16) (blocks uint64, bs uint32, err error) {
-	buf, err := s.Alloc(32)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer s.Free(buf)
-	cmd := &initiator.Command{LUN: lun, CDB: []byte{0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0}, Dir: initiator.DataIn, Data: buf[:32]}
-	if err := run1(ctx, s, cmd); err != nil {
-		return 0, 0, err
-	}
-	return binary.BigEndian.Uint64(buf) + 1, binary.BigEndian.Uint32(buf[8:]), nil
-}
-
-// run1 runs a command and turns a status other than GOOD into an error.
-func run1(ctx context.Context, s *initiator.Session, cmd *initiator.Command) error {
-	if err := s.Do(ctx, cmd); err != nil {
-		return err
-	}
-	if cmd.Status != 0 {
-		return &initiator.StatusError{Status: cmd.Status, Sense: cmd.Sense}
-	}
-	return nil
 }
 
 // human prints a size in the largest binary unit that keeps one decimal.

@@ -4,6 +4,10 @@
 //	ddpinitiator discover PORTAL            list the targets a portal offers
 //	ddpinitiator login [flags] PORTAL       log in, report the session and its LUNs, log out
 //	ddpinitiator bench [flags] PORTAL       measure I/O in-process (no FUSE)
+//	ddpinitiator mount [flags] PORTAL DIR   mount the LUNs as files (FUSE)
+//	ddpinitiator umount DIR                 unmount them and log out
+//	ddpinitiator attach [flags] PORTAL      mount, and a loop device per LUN
+//	ddpinitiator detach /dev/loopN          undo attach
 package main
 
 import (
@@ -14,6 +18,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -42,6 +47,13 @@ Commands:
                     LUNs with their sizes, log out: a status check
   bench PORTAL      drive I/O against a LUN in-process and report IOPS,
                     bandwidth and latency (mean, p50, p99, p99.9)
+  mount PORTAL DIR  mount the target's LUNs on DIR as files (lun0, ...) for
+                    fio, losetup and mkfs; --daemon to serve in the background
+  umount DIR        unmount a mount, wait for its logout
+  attach PORTAL     mount in the background and attach a loop device to each
+                    LUN's file; prints the /dev/loopN devices
+  detach /dev/loopN detach a loop device from attach; unmounts when it was
+                    the last one
 
 PORTAL is host:port (default port 3260); without it the target's first
 portal in the configuration (--config FILE, see docs/config.md) is used.
@@ -49,7 +61,8 @@ Flags override the file. Run "ddpinitiator COMMAND --help" for a command's
 flags.
 
 Exit status: 0 success, 1 the target failed us (unreachable, login refused,
-I/O error), 2 bad command line, 3 bench --verify found wrong data.
+I/O error) or the mount could not be made or undone, 2 bad command line,
+3 bench --verify found wrong data.
 `
 
 func main() {
@@ -73,6 +86,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return loginCmd(ctx, args[1:], stdout, stderr)
 	case "bench":
 		return bench(ctx, args[1:], stdout, stderr)
+	case "mount":
+		return mountCmd(ctx, args[1:], stdout, stderr)
+	case "umount", "unmount":
+		return umountCmd(ctx, args[1:], stdout, stderr)
+	case "attach":
+		return attachCmd(ctx, args[1:], stdout, stderr)
+	case "detach":
+		return detachCmd(ctx, args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "ddpinitiator: unknown command %q\n\n%s", args[0], usage)
 	return exitUsage
@@ -86,8 +107,12 @@ type common struct {
 	user   string
 	secret string
 	debug  bool
-	apply  func(*config.Initiator) error
-	cfg    *config.Initiator
+	// verbose keeps the configured log level (a long-running mount logs
+	// reconnects); the other commands print their own results and log
+	// only warnings.
+	verbose bool
+	apply   func(*config.Initiator) error
+	cfg     *config.Initiator
 }
 
 func (c *common) register(fs *flag.FlagSet, needTarget bool) {
@@ -112,9 +137,10 @@ func (c *common) load() error {
 	return c.apply(c.cfg)
 }
 
-// parse parses a command's flags and its PORTAL argument, which may be
-// left out when the configuration names the target's portals.
-func parse(fs *flag.FlagSet, c *common, args []string, stdout, stderr io.Writer, help string) (portal string, code int, ok bool) {
+// parse parses a command's flags, its PORTAL argument, which may be left
+// out when the configuration names the target's portals, and the extra
+// arguments named by extra, which must follow it.
+func parse(fs *flag.FlagSet, c *common, args []string, stdout, stderr io.Writer, help string, extra ...string) (portal string, rest []string, code int, ok bool) {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, help)
@@ -125,28 +151,33 @@ func parse(fs *flag.FlagSet, c *common, args []string, stdout, stderr io.Writer,
 			fs.SetOutput(stdout)
 			fmt.Fprint(stdout, help)
 			fs.PrintDefaults()
-			return "", exitOK, false
+			return "", nil, exitOK, false
 		}
-		return "", exitUsage, false
+		return "", nil, exitUsage, false
 	}
 	if err := c.load(); err != nil {
 		fmt.Fprintf(stderr, "ddpinitiator: %v\n", err)
-		return "", exitUsage, false
+		return "", nil, exitUsage, false
 	}
-	switch fs.NArg() {
+	pos := fs.Args()
+	switch n := len(pos) - len(extra); n {
 	case 0:
 		t, err := c.cfg.FindTarget(c.target)
 		if err != nil {
 			fmt.Fprintf(stderr, "ddpinitiator: no PORTAL given and %v\n", err)
-			return "", exitUsage, false
+			return "", nil, exitUsage, false
 		}
-		return t.Portals[0], 0, true
+		return t.Portals[0], pos, 0, true
 	case 1:
-		return withPort(fs.Arg(0)), 0, true
+		return withPort(pos[0]), pos[1:], 0, true
 	}
-	fmt.Fprintf(stderr, "ddpinitiator: want at most one PORTAL argument, got %d\n\n", fs.NArg())
+	if len(pos) < len(extra) {
+		fmt.Fprintf(stderr, "ddpinitiator: missing %s\n\n", strings.Join(extra[len(pos):], " "))
+	} else {
+		fmt.Fprintf(stderr, "ddpinitiator: want at most %d arguments ([PORTAL] %s), got %d\n\n", len(extra)+1, strings.Join(extra, " "), len(pos))
+	}
 	fs.Usage()
-	return "", exitUsage, false
+	return "", nil, exitUsage, false
 }
 
 // withPort adds the iSCSI port 3260 to a portal given without one.
@@ -180,7 +211,10 @@ func (c *common) dial(ctx context.Context, portal, target string, cfg initiator.
 	if err != nil {
 		lvl = log.InfoLevel
 	}
-	l.SetLevel(min(lvl, log.WarnLevel)) // the commands print their own results
+	if !c.verbose {
+		lvl = min(lvl, log.WarnLevel)
+	}
+	l.SetLevel(lvl)
 	if conf.Log.Format == "json" {
 		l.SetFormatter(&log.JSONFormatter{})
 	}
@@ -230,7 +264,7 @@ func discover(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := flag.NewFlagSet("discover", flag.ContinueOnError)
 	var c common
 	c.register(fs, false)
-	portal, code, ok := parse(fs, &c, args, stdout, stderr, "usage: ddpinitiator discover [flags] [PORTAL]\n\nLists the targets PORTAL offers (iSCSI SendTargets=All).\n\n")
+	portal, _, code, ok := parse(fs, &c, args, stdout, stderr, "usage: ddpinitiator discover [flags] [PORTAL]\n\nLists the targets PORTAL offers (iSCSI SendTargets=All).\n\n")
 	if !ok {
 		return code
 	}

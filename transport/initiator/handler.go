@@ -51,7 +51,13 @@ func (s *Session) PDU(msg []byte) error {
 			return errors.New("initiator: Reject without the rejected header")
 		}
 		itt = iscsi.BHS(data[:iscsi.BHSLen]).ITT()
-	case iscsi.OpSCSIResponse, iscsi.OpTaskMgmtResp, iscsi.OpTextResp, iscsi.OpLogoutResp:
+	case iscsi.OpLogoutResp:
+		// The target closes the connection next: that is the end of the
+		// session, not a loss to recover from.
+		if l, err := iscsi.AsLogoutResp(b); err == nil && l.Response() == iscsi.LogoutOK {
+			s.loggedOut = true
+		}
+	case iscsi.OpSCSIResponse, iscsi.OpTaskMgmtResp, iscsi.OpTextResp:
 	case iscsi.OpAsyncMsg:
 		s.log.Infof("initiator: asynchronous message from the target (event %d)", pdu[36])
 		return nil

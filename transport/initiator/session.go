@@ -132,6 +132,7 @@ type Session struct {
 	recovering bool
 	recoverBy  time.Time
 	ended      chan struct{} // closed when the current connection's loop has ended
+	loggedOut  bool          // the target accepted our Logout: its close ends the session
 
 	ffp     atomic.Bool // login done: the loop may ping
 	lastRx  time.Time
@@ -325,9 +326,11 @@ func (s *Session) supervise() {
 		err := c.Loop(context.Background(), s, s.wake, tick.C)
 		close(ended)
 		c.QP.Close()
-		if errors.Is(err, iserconn.ErrStopped) {
+		s.mu.Lock()
+		if errors.Is(err, iserconn.ErrStopped) || s.loggedOut {
 			err = ErrSessionClosed
 		}
+		s.mu.Unlock()
 		if !s.startRecovery(err) {
 			s.end(err)
 			return
@@ -377,7 +380,7 @@ func (s *Session) supervise() {
 func (s *Session) startRecovery(err error) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.err != nil || s.cfg.RecoveryTimeout <= 0 || !s.ffp.Load() && !s.recovering {
+	if s.err != nil || s.loggedOut || s.cfg.RecoveryTimeout <= 0 || !s.ffp.Load() && !s.recovering {
 		return false
 	}
 	s.ffp.Store(false)
