@@ -224,7 +224,10 @@ func serveMount(ctx context.Context, c *common, m *mountFlags, portal, dir strin
 	log.Infof("unmounted %s", dir)
 	lctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := s.Logout(lctx); err != nil && s.Err() == nil {
+	switch err := s.Logout(lctx); {
+	case errors.Is(err, initiator.ErrReconnecting):
+		log.Infof("the target is unreachable: no logout")
+	case err != nil && s.Err() == nil:
 		log.Warnf("logout: %v", err)
 	}
 	return exitOK

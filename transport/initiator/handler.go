@@ -296,8 +296,15 @@ func (s *Session) SendTargets(ctx context.Context, query string) ([]login.Target
 }
 
 // Logout closes the session (RFC 7143 section 11.14); the target closes
-// the connection after answering.
+// the connection after answering. While the session is reconnecting there
+// is no connection to log out on: it returns ErrReconnecting at once.
 func (s *Session) Logout(ctx context.Context) error {
+	s.mu.Lock()
+	recovering := s.recovering
+	s.mu.Unlock()
+	if recovering {
+		return ErrReconnecting
+	}
 	resp, _, err := s.request(ctx, iscsi.OpLogoutReq, false, func(b iscsi.BHS, _ []byte) (int, error) {
 		l, _ := iscsi.AsLogoutReq(b)
 		return 0, l.SetReasonCode(iscsi.LogoutCloseSession)
