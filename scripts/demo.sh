@@ -64,7 +64,7 @@ else
 	step ls -l "$mnt"
 	if command -v fio >/dev/null; then
 		job=(fio --name=demo --filename="$mnt/lun0" --size=256M --direct=1 --ioengine=libaio --iodepth=16
-			--rw=randwrite --bs=64k --verify=crc32c --verify_fatal=1 --do_verify=1)
+			--rw=randwrite --bs=64k --verify=crc32c --verify_fatal=1 --do_verify=1 --verify_state_save=0)
 		echo; echo "\$ ${job[*]}"
 		"${job[@]}" | grep -E 'err=|^ +(read|write):'
 		verified="fio wrote 256 MiB of random 64 KiB blocks through the mount and verified every CRC32c"

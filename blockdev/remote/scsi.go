@@ -16,7 +16,7 @@ func ReportLUNs(ctx context.Context, s *initiator.Session) ([]uint16, error) {
 	}
 	defer s.Free(buf)
 	cdb := []byte{opReportLUNs, 0, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0}
-	if err := run1(ctx, s, &initiator.Command{CDB: cdb, Dir: initiator.DataIn, Data: buf}); err != nil {
+	if err := Run(ctx, s, &initiator.Command{CDB: cdb, Dir: initiator.DataIn, Data: buf}); err != nil {
 		return nil, err
 	}
 	n := int(binary.BigEndian.Uint32(buf)) / 8
@@ -42,7 +42,7 @@ func ReadCapacity(ctx context.Context, s *initiator.Session, lun uint16) (blocks
 	}
 	defer s.Free(buf)
 	cdb := []byte{opReadCap16, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0}
-	if err := run1(ctx, s, &initiator.Command{LUN: lun, CDB: cdb, Dir: initiator.DataIn, Data: buf[:32]}); err != nil {
+	if err := Run(ctx, s, &initiator.Command{LUN: lun, CDB: cdb, Dir: initiator.DataIn, Data: buf[:32]}); err != nil {
 		return 0, 0, err
 	}
 	return binary.BigEndian.Uint64(buf) + 1, binary.BigEndian.Uint32(buf[8:]), nil
@@ -58,14 +58,14 @@ func writeProtected(ctx context.Context, s *initiator.Session, lun uint16) (bool
 	defer s.Free(buf)
 	cdb := []byte{opModeSense6, 0x08, 0x3f, 0, 192, 0} // DBD, all pages
 	cmd := &initiator.Command{LUN: lun, CDB: cdb, Dir: initiator.DataIn, Data: buf[:192]}
-	if err := run1(ctx, s, cmd); err != nil {
+	if err := Run(ctx, s, cmd); err != nil {
 		return false, err
 	}
 	return buf[2]&0x80 != 0, nil
 }
 
-// run1 runs a command and turns a status other than GOOD into an error.
-func run1(ctx context.Context, s *initiator.Session, cmd *initiator.Command) error {
+// Run runs a command and turns a status other than GOOD into an error.
+func Run(ctx context.Context, s *initiator.Session, cmd *initiator.Command) error {
 	if err := s.Do(ctx, cmd); err != nil {
 		return err
 	}

@@ -137,6 +137,7 @@ func fio(t *testing.T, job, file, size string, extra ...string) fioResult {
 	args := append([]string{"--output-format=json"}, extra...)
 	cmd := exec.Command(bin, append(args, job)...)
 	cmd.Env = append(os.Environ(), "DDP_FILE="+file, "DDP_SIZE="+size)
+	cmd.Dir = t.TempDir() // fio leaves its verify state files in its working directory
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -250,6 +251,7 @@ rate=12m
 `), 0o644)
 	cmd := exec.Command(bin, "--output-format=json", job)
 	cmd.Env = append(os.Environ(), "DDP_FILE="+filepath.Join(r.dir, "lun0"))
+	cmd.Dir = t.TempDir()
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
