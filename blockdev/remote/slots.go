@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"fmt"
+	"unsafe"
 
 	"github.com/ddpstore/ddpstore/transport/initiator"
 )
@@ -58,6 +59,23 @@ func (p *Slots) Close() {
 			p.slots[i].buf = nil
 		}
 	}
+}
+
+// Holds reports whether b lies inside one slot's registered buffer: data
+// there was placed by the target, not copied.
+func (p *Slots) Holds(b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	for i := range p.slots {
+		buf := p.slots[i].buf
+		lo := uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
+		if start >= lo && start+uintptr(len(b)) <= lo+uintptr(len(buf)) {
+			return true
+		}
+	}
+	return false
 }
 
 // get waits for a free slot.
