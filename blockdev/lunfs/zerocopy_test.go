@@ -35,7 +35,9 @@ func TestReadReplyIsThePlacedBuffer(t *testing.T) {
 	if !st2.Ok() {
 		t.Fatal(st2)
 	}
-	ws, ok := rr.(interface{ Slices() ([][]byte, fuse.Status) })
+	ws, ok := rr.(interface {
+		Slices() ([][]byte, fuse.Status)
+	})
 	if !ok {
 		t.Fatal("the read result does not take go-fuse's vectored reply path")
 	}
