@@ -134,6 +134,10 @@ type fioResult struct {
 func fio(t *testing.T, job, file, size string, extra ...string) fioResult {
 	t.Helper()
 	bin := need(t, "fio", "fio")
+	job, err := filepath.Abs(job)
+	if err != nil {
+		t.Fatal(err)
+	}
 	args := append([]string{"--output-format=json"}, extra...)
 	cmd := exec.Command(bin, append(args, job)...)
 	cmd.Env = append(os.Environ(), "DDP_FILE="+file, "DDP_SIZE="+size)
