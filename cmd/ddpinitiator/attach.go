@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -242,19 +241,8 @@ func loopsUnder(dir string) []string {
 // parsePlain parses a command that takes no configuration and exactly the
 // arguments named by want.
 func parsePlain(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, help string, want ...string) ([]string, int, bool) {
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, help)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fmt.Fprint(stdout, help)
-			fs.PrintDefaults()
-			return nil, exitOK, false
-		}
-		return nil, exitUsage, false
+	if code, ok := parseFlags(fs, args, stdout, stderr, help); !ok {
+		return nil, code, false
 	}
 	if fs.NArg() != len(want) {
 		fmt.Fprintf(stderr, "ddpinitiator: want %s, got %d arguments\n\n", strings.Join(want, " "), fs.NArg())

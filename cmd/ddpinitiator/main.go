@@ -141,19 +141,8 @@ func (c *common) load() error {
 // out when the configuration names the target's portals, and the extra
 // arguments named by extra, which must follow it.
 func parse(fs *flag.FlagSet, c *common, args []string, stdout, stderr io.Writer, help string, extra ...string) (portal string, rest []string, code int, ok bool) {
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, help)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fmt.Fprint(stdout, help)
-			fs.PrintDefaults()
-			return "", nil, exitOK, false
-		}
-		return "", nil, exitUsage, false
+	if code, ok := parseFlags(fs, args, stdout, stderr, help); !ok {
+		return "", nil, code, false
 	}
 	if err := c.load(); err != nil {
 		fmt.Fprintf(stderr, "ddpinitiator: %v\n", err)
@@ -178,6 +167,25 @@ func parse(fs *flag.FlagSet, c *common, args []string, stdout, stderr io.Writer,
 	}
 	fs.Usage()
 	return "", nil, exitUsage, false
+}
+
+// parseFlags parses a command's flags; --help prints help to stdout.
+func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, help string) (int, bool) {
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, help)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fmt.Fprint(stdout, help)
+			fs.PrintDefaults()
+			return exitOK, false
+		}
+		return exitUsage, false
+	}
+	return exitOK, true
 }
 
 // withPort adds the iSCSI port 3260 to a portal given without one.
