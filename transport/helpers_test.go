@@ -33,7 +33,8 @@ type rig struct {
 }
 
 type rigOpts struct {
-	sizes      []int64 // LU sizes, LUN 0, 1, ...
+	sizes      []int64          // LU sizes, LUN 0, 1, ...
+	stores     []blockdev.Store // or the stores themselves
 	initiators []string
 	chap       *login.CHAP
 	discovery  *login.CHAP
@@ -52,11 +53,16 @@ func newRig(t testing.TB, o rigOpts) *rig {
 		o.sizes = []int64{64 << 20}
 	}
 	r := &rig{dev: iwarp.NewDevice(0), luns: map[uint16]*lu.LU{}}
-	for i, size := range o.sizes {
-		st, err := blockdev.NewMemory(size)
-		if err != nil {
-			t.Fatal(err)
+	if o.stores == nil {
+		for _, size := range o.sizes {
+			st, err := blockdev.NewMemory(size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o.stores = append(o.stores, st)
 		}
+	}
+	for i, st := range o.stores {
 		l, err := lu.New(uint64(i+1), st)
 		if err != nil {
 			t.Fatal(err)

@@ -36,8 +36,17 @@ type conn struct {
 	srv  *Server
 	log  *log.Entry
 	c    *iserconn.Conn
-	wake chan bool
+	wake chan bool // true: work for Idle; closed: stop
 	once sync.Once
+
+	// Slow commands run on goroutines of their own (runAsync) and queue
+	// their task here when done; workers counts them, so nothing is freed
+	// under one.
+	asyncMu    sync.Mutex
+	asyncDone  []int32
+	asyncSpare []int32
+	stopped    bool // wake is closed (under asyncMu)
+	workers    sync.WaitGroup
 
 	lt                   *login.Target
 	ffp                  bool
@@ -70,10 +79,26 @@ type conn struct {
 
 func (c *conn) stop() {
 	c.once.Do(func() {
+		c.asyncMu.Lock()
+		defer c.asyncMu.Unlock()
 		if c.wake != nil {
+			c.stopped = true
 			close(c.wake)
 		}
 	})
+}
+
+// wakeUp makes the loop call Idle soon; a wake already pending will do.
+func (c *conn) wakeUp() {
+	c.asyncMu.Lock()
+	defer c.asyncMu.Unlock()
+	if c.stopped {
+		return
+	}
+	select {
+	case c.wake <- true:
+	default:
+	}
 }
 
 // serve runs the connection from its MPA Request to its end.
@@ -101,7 +126,9 @@ func (c *conn) serve(req *iwarp.ConnRequest) {
 	defer c.close()
 	var reply [iser.CMHeaderLen]byte
 	iser.CMFields{}.Encode(reply[:])
-	c.wake = make(chan bool)
+	c.asyncMu.Lock()
+	c.wake = make(chan bool, 1)
+	c.asyncMu.Unlock()
 	if err := req.Accept(c.c.QP, reply[:]); err != nil {
 		c.log.Warnf("target: MPA accept: %v", err)
 		return
@@ -170,6 +197,7 @@ func (s *Server) nextTSIH() uint16 {
 // close releases the connection's resources.
 func (c *conn) close() {
 	c.c.QP.Close()
+	c.workers.Wait() // a slow command still running uses the LU
 	for _, mr := range c.storeMR {
 		c.srv.dev.Deregister(context.Background(), mr)
 	}
@@ -422,6 +450,9 @@ func (c *conn) Idle() error {
 			c.c.QP.Disconnect()
 		}
 		return nil
+	}
+	if err := c.finishAsync(); err != nil {
+		return err
 	}
 	if ex := c.srv.ex.Load(); c.ffp && ex.gen != c.gen {
 		if err := c.follow(ex); err != nil {

@@ -20,6 +20,7 @@ const (
 	stStaging       // needs a staging run (write data, or data-in not from the store)
 	stFetch         // RDMA Reads of write data to post or outstanding
 	stExec          // ready to execute
+	stRunning       // executing on a goroutine of its own (a slow command)
 	stRespond       // executed; needs a send buffer and send queue room
 	stSent          // response posted; released when its Send completes
 )
@@ -158,7 +159,7 @@ func (c *conn) advance(ti int32) error {
 	t := &c.tasks[ti]
 	t.queued = false
 	for {
-		if t.aborted && t.reads == 0 {
+		if t.aborted && t.reads == 0 && t.state != stRunning {
 			c.release(ti)
 			return nil
 		}
@@ -198,6 +199,10 @@ func (c *conn) advance(ti int32) error {
 			}
 			t.state = stExec
 		case stExec:
+			if slow(t.cdb[0]) {
+				c.runAsync(ti)
+				return nil
+			}
 			var out []byte
 			if t.write && t.stLen > 0 {
 				out = c.stagingBuf(t)
@@ -219,6 +224,44 @@ func (c *conn) execute(t *task, out []byte) {
 	}
 	c.tgt.Execute(&t.exec, t.lun, t.cdb[:t.cdbLen], out, in)
 	t.state = stRespond
+}
+
+// slow says whether a command may block for long (SYNCHRONIZE CACHE waits
+// for the store's disk): it runs on a goroutine of its own, so the
+// connection goes on serving the commands behind it.
+func slow(op byte) bool { return op == 0x35 || op == 0x91 }
+
+// runAsync executes task ti, which moves no data, on its own goroutine;
+// Idle takes it up again when it is done.
+func (c *conn) runAsync(ti int32) {
+	t := &c.tasks[ti]
+	t.state = stRunning
+	tgt := c.tgt
+	c.workers.Add(1)
+	go func() {
+		defer c.workers.Done()
+		tgt.Execute(&t.exec, t.lun, t.cdb[:t.cdbLen], nil, nil)
+		c.asyncMu.Lock()
+		c.asyncDone = append(c.asyncDone, ti)
+		c.asyncMu.Unlock()
+		c.wakeUp()
+	}()
+}
+
+// finishAsync moves the tasks whose goroutines are done on to respond.
+func (c *conn) finishAsync() error {
+	c.asyncMu.Lock()
+	done := c.asyncDone
+	c.asyncDone = c.asyncSpare[:0]
+	c.asyncSpare = done
+	c.asyncMu.Unlock()
+	for _, ti := range done {
+		c.tasks[ti].state = stRespond
+		if err := c.advance(ti); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // respond sends the task's data-in by RDMA Write and its SCSI Response

@@ -190,7 +190,7 @@ func (c *conn) abort(ti int32) {
 		t.windowed = false
 		c.busy--
 	}
-	if t.reads == 0 && !t.queued {
+	if t.reads == 0 && !t.queued && t.state != stRunning {
 		c.release(ti)
 	}
 }
