@@ -55,7 +55,8 @@ type Config struct {
 	// Buffers is the number of receive buffers of the association, each
 	// of one maximum chunk (0: DefaultBuffers). Chunks received and not
 	// yet consumed by the sessions hold them; when none is free, reading
-	// from SCTP pauses and SCTP's receive window closes.
+	// from SCTP pauses and SCTP's receive window closes. A session holds
+	// at most half of them out of order.
 	Buffers int
 	// Log receives the association's events (logrus.StandardLogger when
 	// nil).
@@ -65,7 +66,7 @@ type Config struct {
 // Defaults of Config.
 const (
 	DefaultStreams = 16
-	DefaultBuffers = 64
+	DefaultBuffers = 256
 	// MaxPendingInitiates bounds the Session Initiates waiting for the ULP
 	// per association; beyond it an Initiate is answered with a Session
 	// Terminate (6.4, 5.2.3).
@@ -126,9 +127,9 @@ func newAssociation(be backend, cfg Config) *Association {
 		incoming: make(chan *Session, MaxPendingInitiates),
 		done:     make(chan struct{}),
 	}
-	// A peer may use a larger maximum than ours (another path MTU): take
-	// any message up to 64 KiB, and reject only what exceeds that.
-	a.recvSize = max(a.maxChunk, 64<<10)
+	// A chunk larger than this end's maximum is refused (section 9): the
+	// backend ends the association.
+	a.recvSize = a.maxChunk
 	for range cfg.Buffers {
 		a.pool <- make([]byte, a.recvSize)
 	}

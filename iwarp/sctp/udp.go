@@ -58,7 +58,10 @@ func pionOptions(nc net.Conn, cfg Config) []pion.AssociationOption {
 		pion.WithLoggerFactory(pionLogs),
 		pion.WithMTU(uint32(cfg.MTU)),
 		pion.WithMaxMessageSize(uint32(max(cfg.MTU, 64<<10))),
-		pion.WithMaxReceiveBufferSize(4 << 20),
+		// The receive window bounds the chunks in flight, and so how far
+		// out of order one may arrive behind a lost one: no further than
+		// the session can hold (half the association's buffers).
+		pion.WithMaxReceiveBufferSize(uint32((cfg.Buffers/2 - 2) * MaxChunk(UserDataForMTU(cfg.MTU, 0)))),
 		pion.WithEnableInterleaving(false),
 	}
 }
@@ -96,6 +99,7 @@ func DialUDP(ctx context.Context, addr string, cfg Config) (*Association, error)
 	if err != nil {
 		return nil, err
 	}
+	setUDPBuffers(nc)
 	stop := context.AfterFunc(ctx, func() { nc.SetReadDeadline(time.Unix(1, 0)) })
 	pa, err := pion.ClientContext(ctx, clientOptions(nc, cfg)...)
 	stop()
@@ -313,6 +317,7 @@ func ListenUDP(addr string, cfg Config) (*UDPListener, error) {
 	if err != nil {
 		return nil, err
 	}
+	setUDPBuffers(pc)
 	l := &UDPListener{pc: pc, cfg: cfg, conns: make(map[netip.AddrPort]*muxConn),
 		assoc: make(chan *Association, 16), done: make(chan struct{}), free: make(chan []byte, 64)}
 	go l.readLoop()
@@ -530,3 +535,12 @@ func (c *muxConn) SetReadDeadline(t time.Time) error {
 }
 
 func (c *muxConn) SetWriteDeadline(time.Time) error { return nil }
+
+// setUDPBuffers asks for socket buffers that hold a receive window of
+// packets: a datagram dropped for want of room costs a retransmission.
+func setUDPBuffers(c net.Conn) {
+	if u, ok := c.(*net.UDPConn); ok {
+		u.SetReadBuffer(4 << 20)
+		u.SetWriteBuffer(4 << 20)
+	}
+}
