@@ -136,3 +136,25 @@ func pipePair(t testing.TB, size int) (ini, resp *end) {
 func TestSCTPReordered(t *testing.T) {
 	overNetwork(t, netPipe, sctpTests)
 }
+
+// benchWriteSCTP runs benchWrite's sizes over sctp-udp, named "<size>-SCTP"
+// (internal/benchratio compares them with BenchmarkTCPLoopback by size).
+func benchWriteSCTP(b *testing.B) {
+	testNet = sctp.NetworkUDP
+	defer func() { testNet = "tcp" }()
+	for _, sz := range benchSizes {
+		b.Run(sz.name+"-SCTP", func(b *testing.B) {
+			ini, resp := benchPair(b, false)
+			wr := &SendWR{Op: OpWrite, SGL: []SGE{ini.sge(0, sz.n)}, RemoteSTag: resp.mr.STag(), RemoteTO: resp.mr.BaseTO()}
+			b.SetBytes(int64(sz.n))
+			b.ReportAllocs()
+			b.ResetTimer()
+			runWindow(b, ini, wr)
+			rd := &SendWR{Op: OpRead, SGL: []SGE{ini.sge(0, 1)}, RemoteSTag: resp.mr.STag(), RemoteTO: resp.mr.BaseTO()}
+			if err := ini.qp.PostSend(rd); err != nil {
+				b.Fatal(err)
+			}
+			ini.drain(1)
+		})
+	}
+}
