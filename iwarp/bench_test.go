@@ -131,7 +131,8 @@ func benchWrite(b *testing.B, markers bool) {
 }
 
 // BenchmarkRDMAWrite measures RDMA Write throughput (CRC on, Markers off).
-func BenchmarkRDMAWrite(b *testing.B) { benchWrite(b, false) }
+// The "-SCTP" sizes run over DDP/SCTP on userspace SCTP (sctp-udp).
+func BenchmarkRDMAWrite(b *testing.B) { benchWrite(b, false); benchWriteSCTP(b) }
 
 // BenchmarkRDMAWriteMarkers is BenchmarkRDMAWrite with Markers both ways.
 func BenchmarkRDMAWriteMarkers(b *testing.B) { benchWrite(b, true) }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ddpstore/ddpstore/iwarp/mpa"
+	"github.com/ddpstore/ddpstore/iwarp/sctp"
 )
 
 // DefaultStartupTimeout bounds each wait of the MPA Startup (RFC 5044
@@ -34,6 +35,10 @@ type ConnConfig struct {
 	// EMSS, when not 0, fixes the EMSS that FPDUs are sized for instead of
 	// reading TCP_MAXSEG (tests use it to force many FPDUs).
 	EMSS int
+	// SCTP configures the association of a connection over network "sctp"
+	// (kernel SCTP) or "sctp-udp" (userspace SCTP over UDP): DDP over SCTP
+	// (RFC 5043) instead of MPA/TCP. Of MPA only IRD and ORD apply there.
+	SCTP sctp.Config
 }
 
 func (c ConnConfig) withDefaults() ConnConfig {
@@ -64,8 +69,15 @@ func (e *RejectedError) Unwrap() error { return mpa.ErrRejected }
 // Connect opens a TCP connection to addr, runs the MPA Startup as the
 // Initiator and, once the peer accepts, puts the QP in Full Operation. It
 // returns the Private Data of the peer's Reply.
+//
+// Network "sctp" (kernel SCTP) or "sctp-udp" (userspace SCTP over UDP) runs
+// DDP over SCTP instead (RFC 5043): a new association, and a DDP Stream
+// Session Initiate and Accept in place of the MPA Request and Reply.
 func (q *QP) Connect(ctx context.Context, network, addr string, cfg ConnConfig) ([]byte, error) {
 	cfg = cfg.withDefaults()
+	if sctp.IsNetwork(network) {
+		return q.connectSCTP(ctx, network, addr, cfg)
+	}
 	if s := q.State(); s != StateIdle {
 		return nil, fmt.Errorf("%w: Connect in state %v", ErrQPState, s)
 	}
@@ -183,6 +195,7 @@ func readStartup(r io.Reader, expect mpa.StartupKind) (mpa.StartupFrame, error) 
 type Listener struct {
 	dev  *Device
 	ln   *net.TCPListener
+	sl   sctp.Listener // instead of ln, over SCTP
 	cfg  ConnConfig
 	reqs chan *ConnRequest
 	done chan struct{}
@@ -195,8 +208,13 @@ type Listener struct {
 	errs []error
 }
 
-// Listen listens for MPA Initiators on addr.
+// Listen listens for MPA Initiators on addr; over network "sctp" or
+// "sctp-udp", for SCTP associations whose DDP Stream Session Initiates
+// come to Accept as ConnRequests (RFC 5043).
 func (d *Device) Listen(network, addr string, cfg ConnConfig) (*Listener, error) {
+	if sctp.IsNetwork(network) {
+		return d.listenSCTP(network, addr, cfg)
+	}
 	nl, err := net.Listen(network, addr)
 	if err != nil {
 		return nil, err
@@ -213,14 +231,23 @@ func (d *Device) Listen(network, addr string, cfg ConnConfig) (*Listener, error)
 }
 
 // Addr returns the listening address.
-func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
+func (l *Listener) Addr() net.Addr {
+	if l.sl != nil {
+		return l.sl.Addr()
+	}
+	return l.ln.Addr()
+}
 
 // Close stops listening and closes connections still in their Startup.
 func (l *Listener) Close() error {
 	l.once.Do(func() {
 		l.dev.removeListener(l)
 		close(l.done)
-		l.ln.Close()
+		if l.sl != nil {
+			l.sl.Close()
+		} else {
+			l.ln.Close()
+		}
 		l.mu.Lock()
 		for tc := range l.pending {
 			tc.Close()
@@ -311,6 +338,7 @@ func (l *Listener) Accept(ctx context.Context) (*ConnRequest, error) {
 type ConnRequest struct {
 	l          *Listener
 	tc         *net.TCPConn
+	sess       *sctp.Session // instead of tc, over SCTP
 	peer       mpa.Startup
 	RemoteAddr net.Addr
 	once       sync.Once
@@ -334,6 +362,9 @@ func (r *ConnRequest) Accept(qp *QP, pd []byte) error {
 }
 
 func (r *ConnRequest) accept(qp *QP, pd []byte) error {
+	if r.sess != nil {
+		return r.acceptSCTP(qp, pd)
+	}
 	cfg := r.l.cfg
 	neg, err := mpa.Negotiate(mpa.Responder, &cfg.MPA, &r.peer)
 	if err != nil {
@@ -368,6 +399,9 @@ func (r *ConnRequest) Reject(pd []byte) error {
 }
 
 func (r *ConnRequest) reject(pd []byte) error {
+	if r.sess != nil {
+		return r.rejectSCTP(pd)
+	}
 	neg, _ := mpa.Negotiate(mpa.Responder, &r.l.cfg.MPA, &r.peer) // reject whatever the parameters
 	reply := neg.Reply(true, pd)
 	err := r.sendReply(&reply)

@@ -34,7 +34,8 @@ type inRead struct {
 // MPA state of each direction and the queues between the two goroutines.
 type conn struct {
 	qp   *QP
-	s    *sock
+	s    *sock  // the MPA/TCP lower layer, or
+	seg  segLLP // one that keeps segment boundaries (SCTP)
 	neg  mpa.Negotiated
 	emss int // fixed EMSS for tests; 0 reads TCP_MAXSEG
 
@@ -98,6 +99,20 @@ func (c *conn) start() {
 		q := c.qp
 		q.state.Store(uint32(StateError))
 		q.flush()
+		if c.seg != nil {
+			switch {
+			case c.termHdr.Load() != nil:
+				c.lingerSeg()
+				c.seg.Close()
+			case c.abortive():
+				c.seg.Abort() // as the reset below
+			default:
+				c.seg.CloseWrite()
+				c.seg.Close()
+			}
+			close(q.done)
+			return
+		}
 		switch {
 		case c.termHdr.Load() != nil:
 			c.linger()
@@ -121,11 +136,11 @@ const terminateGrace = 2 * time.Second
 func (c *conn) stopEngine() {
 	c.stopOnce.Do(func() {
 		close(c.stop)
-		c.s.tc.SetReadDeadline(time.Unix(1, 0))
+		c.setReadDeadline(time.Unix(1, 0))
 		if c.termHdr.Load() != nil {
-			c.s.tc.SetWriteDeadline(time.Now().Add(terminateGrace))
+			c.setWriteDeadline(time.Now().Add(terminateGrace))
 		} else {
-			c.s.tc.SetWriteDeadline(time.Unix(1, 0))
+			c.setWriteDeadline(time.Unix(1, 0))
 		}
 	})
 }
@@ -170,7 +185,7 @@ func (c *conn) abortive() bool {
 // linger checks it after setting its own, so one of them sees the other.
 func (c *conn) abortLinger() {
 	c.abort.Store(true)
-	c.s.tc.SetReadDeadline(time.Unix(1, 0))
+	c.setReadDeadline(time.Unix(1, 0))
 }
 
 // markFirstRx records that a valid FPDU arrived.

@@ -90,7 +90,7 @@ func (e *end) register(pd mem.PD, n int, acc mem.Access) *mem.MR {
 // listen starts a loopback Listener on dev, closed at the end of the test.
 func listen(t testing.TB, dev *Device, cfg ConnConfig) *Listener {
 	t.Helper()
-	ln, err := dev.Listen("tcp", "127.0.0.1:0", cfg)
+	ln, err := dev.Listen(testNet, "127.0.0.1:0", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func connectVia(t testing.TB, ln *Listener, ini, resp *end, icfg ConnConfig) {
 	accepted := acceptOne(ln, resp.qp)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	if _, err := ini.qp.Connect(ctx, "tcp", ln.Addr().String(), icfg); err != nil {
+	if _, err := ini.qp.Connect(ctx, testNet, ln.Addr().String(), icfg); err != nil {
 		t.Fatalf("connect: %v", err)
 	}
 	if err := <-accepted; err != nil {
@@ -133,6 +133,9 @@ func connectVia(t testing.TB, ln *Listener, ini, resp *end, icfg ConnConfig) {
 // pair connects two fresh ends with buffers of size octets.
 func pair(t testing.TB, size int, icfg, rcfg ConnConfig) (ini, resp *end) {
 	t.Helper()
+	if testNet == netPipe {
+		return pipePair(t, size)
+	}
 	ini, resp = newSizedEnd(t, "initiator", nil, size), newSizedEnd(t, "responder", nil, size)
 	connectVia(t, listen(t, resp.dev, rcfg), ini, resp, icfg)
 	return ini, resp

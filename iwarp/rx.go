@@ -137,7 +137,7 @@ func (c *conn) rxLoop() {
 		recvMSN: 1, rrMSN: 1,
 	}
 	defer r.rd.Close()
-	err := r.run()
+	err := r.receive()
 	if r.section {
 		r.rd.Exit()
 	}

@@ -40,6 +40,7 @@ type tx struct {
 	bytes      int
 	batches    int
 	broken     bool // a writev failed part way: the stream is unusable
+	seg        txSeg
 }
 
 func (c *conn) txLoop() {
@@ -60,7 +61,7 @@ func (c *conn) txLoop() {
 	// Marker, before it has received a valid FPDU.
 	// A peer that closes before sending one ends the connection
 	// gracefully: answer its FIN with ours.
-	for waiting := c.neg.Role == mpa.Responder; waiting; {
+	for waiting := c.neg.Role == mpa.Responder && c.seg == nil; waiting; {
 		select {
 		case <-c.firstRx:
 			waiting = false
@@ -69,7 +70,7 @@ func (c *conn) txLoop() {
 			return
 		case <-q.kick:
 			if c.graceful.Load() {
-				c.s.tc.CloseWrite()
+				c.closeWrite()
 				return
 			}
 		}
@@ -89,7 +90,7 @@ func (c *conn) txLoop() {
 		}
 		if !t.hasWork() {
 			if c.graceful.Load() && q.sq.Len() == 0 && !t.hasPend && c.readHead.Load() == c.readTl.Load() {
-				c.s.tc.CloseWrite() // RFC 5041 6.2.1: FIN after the last message
+				c.closeWrite() // RFC 5041 6.2.1: FIN after the last message
 				return
 			}
 			select {
@@ -129,6 +130,11 @@ func (t *tx) ordFree() bool {
 
 // refreshEMSS reads the EMSS and derives the MULPDU (RFC 5044 4.5).
 func (t *tx) refreshEMSS() error {
+	if t.c.seg != nil {
+		t.mulpdu = t.c.seg.MULPDU()
+		t.emss = t.mulpdu
+		return nil
+	}
 	emss := t.c.emss
 	if emss == 0 {
 		var err error
@@ -146,6 +152,9 @@ func (t *tx) refreshEMSS() error {
 // TCP segments (RFC 5044 5.1, appendix A); or a full MULPDU when the room
 // left is under the 128-octet floor of 4.5.
 func (t *tx) maxULPDU() int {
+	if t.c.seg != nil {
+		return t.mulpdu
+	}
 	room := t.emss - int(t.framer.Pos()%uint32(t.emss))
 	if u := t.framer.MaxULPDUIn(room); u >= mpa.MinMULPDU {
 		return u
@@ -197,7 +206,7 @@ func (t *tx) batch() error {
 	// A work request that failed locally framed nothing: what the batch
 	// framed before it is sound and still goes out and completes.
 	if len(t.iov) > 0 {
-		if werr := t.c.s.writev(t.iov); werr != nil {
+		if werr := t.write(); werr != nil {
 			t.broken = true
 			t.rd.Exit()
 			return fmt.Errorf("%w: %v", mpa.ErrLLPLost, werr)
@@ -337,7 +346,7 @@ func (t *tx) frame(hdr []byte, n int, off, seg uint32) {
 		seg -= take
 		off = 0
 	}
-	t.iov, _ = t.framer.AppendFPDUv(t.iov, hdr, t.sub[:k])
+	t.appendULPDU(hdr, t.sub[:k])
 	for i := range k {
 		t.bytes += len(t.sub[i])
 		t.sub[i] = nil
@@ -364,7 +373,7 @@ func (t *tx) sendRTR() error {
 	default:
 		t.tagged(rdmap.OpWrite, 0, 0, 0, 0)
 	}
-	if err := t.c.s.writev(t.iov); err != nil {
+	if err := t.write(); err != nil {
 		return fmt.Errorf("%w: %v", mpa.ErrLLPLost, err)
 	}
 	return nil
@@ -380,6 +389,6 @@ func (t *tx) sendTerminate() {
 	t.framer.Reset()
 	t.iov = t.iov[:0]
 	t.untagged(rdmap.OpTerminate, rdmap.QNTerminate, 0, ti.b)
-	t.c.s.tc.SetWriteDeadline(time.Now().Add(terminateGrace))
-	t.c.s.writev(t.iov) // best effort: the peer may be gone already
+	t.c.setWriteDeadline(time.Now().Add(terminateGrace))
+	t.write() // best effort: the peer may be gone already
 }

@@ -80,7 +80,7 @@ func newRig(t testing.TB, o rigOpts) *rig {
 	if cfg.Log == nil {
 		cfg.Log = quietLog()
 	}
-	l, err := r.dev.Listen("tcp", "127.0.0.1:0", iwarp.ConnConfig{})
+	l, err := r.dev.Listen(rigNet, "127.0.0.1:0", iwarp.ConnConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func (r *rig) tryDial(cfg initiator.Config) (*initiator.Session, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return initiator.Dial(ctx, r.dev, "tcp", r.addr, cfg)
+	return initiator.Dial(ctx, r.dev, rigNet, r.addr, cfg)
 }
 
 func read16(lba uint64, blocks uint32) []byte {

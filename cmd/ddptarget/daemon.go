@@ -61,10 +61,11 @@ func start(cfg *config.Target, logger *log.Entry) (d *daemon, err error) {
 	var portals []login.Portal
 	var lns []*iwarp.Listener
 	for _, p := range cfg.Portals {
-		if p.Transport != "" && p.Transport != "tcp" {
-			return nil, fmt.Errorf("portal %s: transport %q is not available yet (only tcp)", p.Listen, p.Transport)
+		network := p.Transport // tcp, sctp (kernel) or sctp-udp: the iwarp networks
+		if network == "" {
+			network = "tcp"
 		}
-		ln, err := d.dev.Listen("tcp", p.Listen, iwarp.ConnConfig{MPA: mpa.StartupConfig{
+		ln, err := d.dev.Listen(network, p.Listen, iwarp.ConnConfig{MPA: mpa.StartupConfig{
 			Revision: uint8(p.MPA.Revision), Markers: p.MPA.Markers, NoCRC: !p.MPA.CRC}})
 		if err != nil {
 			for _, l := range lns {
