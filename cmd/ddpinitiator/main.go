@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -107,6 +108,9 @@ type common struct {
 	user   string
 	secret string
 	debug  bool
+	// transport overrides the configured lower layer: tcp, sctp (kernel)
+	// or sctp-udp.
+	transport string
 	// verbose keeps the configured log level (a long-running mount logs
 	// reconnects); the other commands print their own results and log
 	// only warnings.
@@ -123,6 +127,14 @@ func (c *common) register(fs *flag.FlagSet, needTarget bool) {
 	fs.StringVar(&c.user, "chap-user", "", "CHAP user name (with --chap-secret), instead of the configuration's")
 	fs.StringVar(&c.secret, "chap-secret", "", "CHAP secret (at least 12 octets)")
 	fs.BoolVar(&c.debug, "debug", false, "log the protocol's progress to stderr")
+	fs.Func("transport", "lower layer to the target: tcp (MPA/TCP), sctp (kernel SCTP) or sctp-udp (SCTP over UDP); default: the configuration's, else tcp", func(v string) error {
+		switch v {
+		case config.TransportTCP, config.TransportSCTP, config.TransportSCTPUDP:
+			c.transport = v
+			return nil
+		}
+		return fmt.Errorf("want tcp, sctp or sctp-udp, not %q", v)
+	})
 	c.apply = config.InitiatorFlags(fs)
 }
 
@@ -256,12 +268,30 @@ func (c *common) dial(ctx context.Context, portal, target string, cfg initiator.
 	dev := iwarp.NewDevice(0)
 	dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	s, err := initiator.Dial(dctx, dev, "tcp", portal, cfg)
+	s, err := initiator.Dial(dctx, dev, c.network(portal, target), portal, cfg)
 	if err != nil {
 		dev.Close()
 		return nil, nil, err
 	}
 	return s, dev, nil
+}
+
+// network is the lower layer to reach portal by, as the iwarp network
+// name: --transport, else the transport of the configured target (by name,
+// or for discovery the one listing portal), else tcp.
+func (c *common) network(portal, target string) string {
+	if c.transport != "" {
+		return c.transport
+	}
+	for _, t := range c.cfg.Targets {
+		if t.Name == target || target == "" && slices.Contains(t.Portals, portal) {
+			if t.Transport != "" {
+				return t.Transport
+			}
+			break
+		}
+	}
+	return config.TransportTCP
 }
 
 func loginCHAP(c *config.CHAP) *login.CHAP {

@@ -78,3 +78,35 @@ targets:
 		}
 	}
 }
+
+// TestSCTPUDPPortal: ddptarget serves a portal over DDP on userspace SCTP
+// over UDP; ddpinitiator reaches it by --transport and by its
+// configuration's transport, and verified I/O runs over it.
+func TestSCTPUDPPortal(t *testing.T) {
+	dir := t.TempDir()
+	addr := freePort(t) // a free TCP port; the UDP one beside it is very likely free too
+	cfg := writeConfig(t, dir, fmt.Sprintf(`
+portals:
+  - listen: %s
+  - listen: %s
+    transport: sctp-udp
+targets:
+  - name: iqn.2026-11.io.ddpstore:disk1
+    luns:
+      - {id: 0, memory: 16MiB}
+`, addr, addr))
+	startTarget(t, cfg, addr)
+	ini := ddpinitiator(t)
+	if out, code := run(ini, "login", "--transport", "sctp-udp", "--target", "iqn.2026-11.io.ddpstore:disk1", addr); code != 0 || !strings.Contains(out, "LUN 0: 32768 blocks") {
+		t.Fatalf("login over sctp-udp: exit %d\n%s", code, out)
+	}
+	icfg := filepath.Join(dir, "initiator.yaml")
+	os.WriteFile(icfg, []byte(fmt.Sprintf("initiator_name: %s\ntargets:\n  - name: iqn.2026-11.io.ddpstore:disk1\n    portals: [%s]\n    transport: sctp-udp\n", initiatorName, addr)), 0o644)
+	out, code := run(ini, "bench", "--config", icfg, "--rw", "randrw", "--verify", "--runtime", "1s", "--iodepth", "4", "--json")
+	if code != 0 || !strings.Contains(out, `"verify_errors": 0`) {
+		t.Fatalf("bench over sctp-udp from the configuration: exit %d\n%s", code, out)
+	}
+	if out, code := run(ini, "login", "--transport", "carrier-pigeon", addr); code != 2 {
+		t.Errorf("--transport carrier-pigeon: exit %d\n%s", code, out)
+	}
+}
