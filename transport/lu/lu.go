@@ -19,6 +19,9 @@ type LU struct {
 	store blockdev.Store
 	data  []byte    // the store's mapping
 	lock  rangeLock // taken by the commands that change blocks
+	// paged: the mapping is of a file or device, whose pages can fail to
+	// come in (a disk read error, a file truncated under the LU).
+	paged bool
 }
 
 // New returns an LU over store. id names it in INQUIRY's device
@@ -32,7 +35,8 @@ func New(id uint64, store blockdev.Store) (*LU, error) {
 	if store.Size()%blockdev.BlockSize != 0 || store.Size() == 0 {
 		return nil, fmt.Errorf("lu: store size %d is not a positive multiple of %d", store.Size(), blockdev.BlockSize)
 	}
-	l := &LU{id: id, store: store, data: m.Bytes()[:store.Size()]}
+	_, inMemory := store.(*blockdev.Memory)
+	l := &LU{id: id, store: store, data: m.Bytes()[:store.Size()], paged: !inMemory}
 	proto := gscsi.NewSBCDevice(api.TYPE_DISK)
 	sbc, ok := proto.(gscsi.SBCSCSIDeviceProtocol)
 	if !ok {

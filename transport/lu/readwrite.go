@@ -2,6 +2,7 @@ package lu
 
 import (
 	"encoding/binary"
+	"sync/atomic"
 
 	"github.com/gostor/gotgt/pkg/api"
 	gscsi "github.com/gostor/gotgt/pkg/scsi"
@@ -113,6 +114,12 @@ func readWrite(_ int, cmd *api.SCSICommand) api.SAMStat {
 	if isRead(cmd.SCB[0]) {
 		cmd.InSDBBuffer.Buffer = l.data[off : off+tl]
 		cmd.InSDBBuffer.Resid = uint32(tl)
+		if l.paged {
+			// Bring the pages in here, where a fault becomes MEDIUM
+			// ERROR, rather than in the RNIC's sender, where it would
+			// end the connection.
+			prefault(cmd.InSDBBuffer.Buffer)
+		}
 		return api.SAMStatGood
 	}
 	if l.store.ReadOnly() {
@@ -127,6 +134,21 @@ func readWrite(_ int, cmd *api.SCSICommand) api.SAMStat {
 		return l.sync(cmd, off, tl)
 	}
 	return api.SAMStatGood
+}
+
+// faultSink keeps prefault's loads from being optimised away.
+var faultSink atomic.Uint32
+
+// prefault reads one octet of every page of b.
+func prefault(b []byte) {
+	var x byte
+	for i := 0; i < len(b); i += 4096 {
+		x ^= b[i]
+	}
+	if len(b) > 0 {
+		x ^= b[len(b)-1]
+	}
+	faultSink.Store(uint32(x))
 }
 
 // copyLocked copies p to blocks [lba, lba+n) under the range lock. The

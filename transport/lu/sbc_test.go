@@ -568,6 +568,10 @@ func TestBackendErrors(t *testing.T) {
 		{"WRITE SAME into a fault", 0, cdb16(ws16, 0, 1500, 8), d, ascWriteError},
 		{"COMPARE AND WRITE on a fault", 0, caw(0, 1500, 2), d, ascWriteError},
 		{"VERIFY with BYTCHK on a fault", 0, cdb10(byte(api.VERIFY_10), 0x02, 1500, 1), d[:512], ascReadError},
+		// READ hands the mapping to the RNIC, which would fault sending it:
+		// the pages are brought in first, and fail here.
+		{"READ of a fault", 0, cdb10(byte(api.READ_10), 0, 1500, 8), nil, ascReadError},
+		{"READ ending in a fault", 0, cdb10(byte(api.READ_10), 0, 1020, 8), nil, ascReadError},
 		{"SYNCHRONIZE CACHE fails", 1, sc10(0, 0), nil, ascWriteError},
 		{"UNMAP fails", 1, unmapCDB(0, 24), unmapList([2]uint64{0, 8}), ascWriteError},
 		{"WRITE FUA fails", 1, cdb10(byte(api.WRITE_10), 0x08, 0, 8), d, ascWriteError},
