@@ -3,14 +3,11 @@ package transport_test
 import (
 	"context"
 	"encoding/binary"
-	"fmt"
-	"os"
-	"runtime"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/ddpstore/ddpstore/blockdev"
+	"github.com/ddpstore/ddpstore/internal/testtarget"
 	"github.com/ddpstore/ddpstore/iwarp"
 	"github.com/ddpstore/ddpstore/transport/initiator"
 	"github.com/ddpstore/ddpstore/transport/login"
@@ -155,48 +152,4 @@ func do(t testing.TB, s *initiator.Session, cmd *initiator.Command) {
 
 // checkGoroutines fails if goroutines or file descriptors opened by the
 // test outlive it.
-func checkGoroutines(t *testing.T) {
-	before := runtime.NumGoroutine()
-	fds := openFDs(t)
-	t.Cleanup(func() {
-		defer func() {
-			// Sockets of connections that ended close as their
-			// goroutines finish: give them the same grace.
-			deadline := time.Now().Add(5 * time.Second)
-			for openFDs(t) > fds && time.Now().Before(deadline) {
-				time.Sleep(20 * time.Millisecond)
-			}
-			if n := openFDs(t); n > fds {
-				t.Errorf("%d file descriptors leaked (%d open before, %d after)", n-fds, fds, n)
-			}
-		}()
-		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-		if n := runtime.NumGoroutine(); n > before {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			t.Errorf("%d goroutines leaked:\n%s", n-before, filterStacks(string(buf)))
-		}
-	})
-}
-
-func filterStacks(s string) string {
-	var out []string
-	for _, g := range strings.Split(s, "\n\n") {
-		if strings.Contains(g, "ddpstore") {
-			out = append(out, g)
-		}
-	}
-	return fmt.Sprint(strings.Join(out, "\n\n"))
-}
-
-// openFDs counts this process's open file descriptors.
-func openFDs(t *testing.T) int {
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Skipf("cannot count file descriptors: %v", err)
-	}
-	return len(ents)
-}
+func checkGoroutines(t *testing.T) { testtarget.CheckLeaks(t) }

@@ -27,6 +27,7 @@ func (s *stuckSync) Sync(off, n int64) error {
 // the store, READs and WRITEs on the same connection complete; the sync
 // then completes GOOD.
 func TestSlowSyncDoesNotStallTheConnection(t *testing.T) {
+	checkGoroutines(t)
 	m, err := blockdev.NewMemory(8 << 20)
 	if err != nil {
 		t.Fatal(err)
@@ -76,5 +77,4 @@ func TestSlowSyncDoesNotStallTheConnection(t *testing.T) {
 			t.Errorf("SYNCHRONIZE CACHE %#x: status %#x sense %x", cdb[0], c.Status, c.Sense)
 		}
 	}
-	checkGoroutines(t)
 }

@@ -36,6 +36,7 @@ func needFUSE(t *testing.T) {
 func mount(t *testing.T, o lunfs.Options, stores ...blockdev.Store) string {
 	t.Helper()
 	needFUSE(t)
+	testtarget.CheckLeaks(t)
 	tt := testtarget.Start(t, stores...)
 	s := tt.Dial(t, initiator.Config{Buffers: 32 << 20})
 	const nslots = 16

@@ -23,6 +23,7 @@ const slotSize = 256<<10 + 2*4096
 // open serves stores as LUNs and opens LUN 0 of a new session as a Disk.
 func open(t *testing.T, nslots int, stores ...blockdev.Store) (*remote.Disk, *initiator.Session) {
 	t.Helper()
+	testtarget.CheckLeaks(t)
 	tt := testtarget.Start(t, stores...)
 	s := tt.Dial(t, initiator.Config{Buffers: 16 << 20, QueueDepth: 32})
 	slots, err := remote.NewSlots(s, nslots, slotSize)
