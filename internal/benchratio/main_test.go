@@ -35,3 +35,26 @@ PASS`
 		t.Fatalf("empty table: %q", got)
 	}
 }
+
+// Several runs of a benchmark (go test -count) become one row, the median.
+func TestTableMedians(t *testing.T) {
+	in := `BenchmarkTCPLoopback/1MiB-2   10 1 ns/op 900.00 MB/s
+BenchmarkRDMAWrite/1MiB-2   10 1 ns/op 100.00 MB/s
+BenchmarkTCPLoopback/1MiB-2   10 1 ns/op 1000.00 MB/s
+BenchmarkRDMAWrite/1MiB-2   10 1 ns/op 900.00 MB/s
+BenchmarkTCPLoopback/1MiB-2   10 1 ns/op 5000.00 MB/s
+BenchmarkRDMAWrite/1MiB-2   10 1 ns/op 950.00 MB/s
+BenchmarkRDMAWrite/1MiB-2   10 1 ns/op 990.00 MB/s`
+	rs, err := parse(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := table(rs)
+	// TCP: median 1000 of three; RDMA Write: (900+950)/2 of four.
+	if strings.Count(out, "BenchmarkRDMAWrite") != 1 || !strings.Contains(out, "925.0") || !strings.Contains(out, "92.5%") {
+		t.Fatalf("table:\n%s", out)
+	}
+	if got := table(nil); !strings.Contains(got, "no benchmark") {
+		t.Fatalf("empty table: %q", got)
+	}
+}
