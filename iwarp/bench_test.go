@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+
+	"github.com/ddpstore/ddpstore/iwarp/mpa"
 )
 
 // benchSizes are the message sizes every throughput benchmark runs, so that
@@ -25,49 +27,93 @@ const benchDepth = 16
 // loopback, moving the same sizes with the same writes and reads.
 func BenchmarkTCPLoopback(b *testing.B) {
 	for _, sz := range benchSizes {
-		b.Run(sz.name, func(b *testing.B) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer ln.Close()
-			done := make(chan error, 1)
-			go func() {
-				c, err := ln.Accept()
-				if err != nil {
-					done <- err
+		b.Run(sz.name, func(b *testing.B) { benchTCP(b, sz.n, false) })
+	}
+}
+
+// BenchmarkTCPLoopbackMarkerSplit is the limit for direct placement with
+// Markers: the same plain TCP transfer, the receiver reading the way
+// Deframer.PlanDirect plans a read with Markers, 508 octets into the
+// destination and 4 into a Marker slot for every 512 octets of stream, about
+// a 64 KiB FPDU per readv. Beside BenchmarkTCPLoopback it shows what the
+// kernel alone charges for those iovecs, before any MPA work.
+func BenchmarkTCPLoopbackMarkerSplit(b *testing.B) {
+	for _, sz := range benchSizes {
+		b.Run(sz.name, func(b *testing.B) { benchTCP(b, sz.n, true) })
+	}
+}
+
+// benchTCP moves b.N buffers of n octets over loopback TCP; split makes the
+// receiver read as a direct read with Markers does.
+func benchTCP(b *testing.B, n int, split bool) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	// The receiver's buffer and, for split, its iovecs: 508 octets of
+	// destination, then a Marker slot, over and over.
+	rbuf := make([]byte, n)
+	const piece = mpa.MarkerInterval - mpa.MarkerSize
+	slots := make([]byte, mpa.MarkerSize*(n/piece+1))
+	var plan [][]byte
+	for off, k := 0, 0; off < n; off, k = off+piece, k+mpa.MarkerSize {
+		plan = append(plan, rbuf[off:min(off+piece, n)], slots[k:k+mpa.MarkerSize])
+	}
+	work := make([][]byte, len(plan))
+	done := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			done <- err
+			return
+		}
+		defer c.Close()
+		if !split {
+			for {
+				if _, err := io.ReadFull(c, rbuf); err != nil {
+					done <- nil
 					return
 				}
-				defer c.Close()
-				buf := make([]byte, sz.n)
-				for {
-					if _, err := io.ReadFull(c, buf); err != nil {
-						done <- nil
-						return
-					}
-				}
-			}()
-			c, err := net.Dial("tcp", ln.Addr().String())
+			}
+		}
+		s, err := newSock(c.(*net.TCPConn))
+		if err != nil {
+			done <- err
+			return
+		}
+		var cur [][]byte
+		for {
+			if len(cur) == 0 { // advance consumes cur in place
+				cur = work[:copy(work, plan)]
+			}
+			got, err := s.readv(cur[:min(len(cur), 2*(64<<10)/mpa.MarkerInterval)])
 			if err != nil {
-				b.Fatal(err)
+				done <- nil
+				return
 			}
-			buf := make([]byte, sz.n)
-			b.SetBytes(int64(sz.n))
-			b.ReportAllocs()
-			b.ResetTimer()
-			cpu := startCPU()
-			for range b.N {
-				if _, err := c.Write(buf); err != nil {
-					b.Fatal(err)
-				}
-			}
-			c.Close()
-			if err := <-done; err != nil {
-				b.Fatal(err)
-			}
-			cpu.report(b)
-		})
+			cur = advance(cur, got)
+		}
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
 	}
+	buf := make([]byte, n)
+	b.SetBytes(int64(n))
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := startCPU()
+	for range b.N {
+		if _, err := c.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	c.Close()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	cpu.report(b)
 }
 
 // benchPair connects two ends for a benchmark.
