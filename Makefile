@@ -2,7 +2,7 @@
 #
 #   make run     build and run the demo on its embedded default
 #   make test    vet, every unit and integration test with -race, allocation checks (what CI runs)
-#   make bench   benchmarks, results in out/bench.txt
+#   make bench   benchmarks, results in out/bench.txt (BENCHCOUNT=5: ratios of medians)
 #   make fuzz    every fuzz target for FUZZTIME each (default 60s)
 #   make lint    gofmt, go vet, staticcheck
 
@@ -11,6 +11,7 @@ GO          ?= go
 FUZZTIME    ?= 60s
 FUZZMINTIME ?= 10s
 BENCHTIME   ?= 1s
+BENCHCOUNT  ?= 1
 TESTTIMEOUT ?= 25m
 BIN         := $(CURDIR)/bin
 OUT         := $(CURDIR)/out
@@ -42,7 +43,7 @@ test: check
 
 bench:
 	@mkdir -p $(OUT)
-	set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./... | tee $(OUT)/bench.txt
+	set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./... | tee $(OUT)/bench.txt
 	@echo; echo "RNIC and iSER against plain TCP over loopback (same run):"
 	@$(GO) run ./internal/benchratio < $(OUT)/bench.txt | tee $(OUT)/bench-ratio.txt
 

@@ -14,7 +14,9 @@
 // socket into its registered buffer with readv. The sender segments work
 // requests to the MULPDU of the connection's current EMSS and hands FPDUs of
 // many requests to TCP in one writev whose payload iovecs point into the
-// registered buffers. A peer that breaks the protocol is sent the Terminate
+// registered buffers; with Markers it copies the FPDUs, Markers and all, into
+// a staging buffer instead, because a writev split at every 512-octet Marker
+// interval costs the kernel more than that copy. A peer that breaks the protocol is sent the Terminate
 // message that names what it did, and the QP goes to the error state; other
 // QPs are unaffected.
 package iwarp

@@ -80,11 +80,13 @@ type txSeg struct {
 const segArena = 64 << 10
 
 // appendULPDU adds one DDP Segment, hdr then payload, to the batch: as an
-// FPDU over MPA, as a segment of its own over a segLLP.
-func (t *tx) appendULPDU(hdr []byte, payload [][]byte) {
+// FPDU over MPA (mpa.ErrStagingFull when a Markers sender's staging buffer
+// must be written first), as a segment of its own over a segLLP.
+func (t *tx) appendULPDU(hdr []byte, payload [][]byte) error {
 	if t.c.seg == nil {
-		t.iov, _ = t.framer.AppendFPDUv(t.iov, hdr, payload)
-		return
+		var err error
+		t.iov, err = t.framer.AppendFPDUv(t.iov, hdr, payload)
+		return err
 	}
 	s := &t.seg
 	if cap(s.arena)-len(s.arena) < len(hdr) {
@@ -95,6 +97,7 @@ func (t *tx) appendULPDU(hdr []byte, payload [][]byte) {
 	t.iov = append(t.iov, s.arena[off:len(s.arena):len(s.arena)])
 	t.iov = append(t.iov, payload...)
 	s.ends = append(s.ends, len(t.iov))
+	return nil
 }
 
 // write hands the batch to the lower layer.

@@ -121,39 +121,68 @@ func TestMPAModes(t *testing.T) {
 }
 
 // The data path allocates nothing per operation, on either side: posting,
-// framing, writev, deframing, placement, completion.
+// framing, writev, deframing, placement, completion; with Markers too, for
+// messages that fill the sender's staging buffer several times over.
 func TestDataPathAllocatesNothing(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector makes sync.Pool allocate on purpose; make test runs this without it")
 	}
-	ini, resp := connect(t, ConnConfig{}, ConnConfig{})
-	write := &SendWR{ID: 1, Op: OpWrite, SGL: []SGE{ini.sge(0, 64<<10)}, RemoteSTag: resp.mr.STag(), RemoteTO: resp.mr.BaseTO()}
-	read := &SendWR{ID: 2, Op: OpRead, SGL: []SGE{ini.sge(1<<20, 64<<10)}, RemoteSTag: resp.mr.STag(), RemoteTO: resp.mr.BaseTO()}
-	send := &SendWR{ID: 3, Op: OpSend, SGL: []SGE{ini.sge(0, 4096)}}
-	recv := &RecvWR{ID: 4, SGL: []SGE{resp.sge(2<<20, 4096)}}
-	round := func() {
-		if err := resp.qp.PostRecv(recv); err != nil {
-			t.Fatal(err)
-		}
-		for _, wr := range []*SendWR{write, read, send} {
-			if err := ini.qp.PostSend(wr); err != nil {
-				t.Fatal(err)
+	for _, tc := range []struct {
+		name    string
+		markers bool
+		n       int
+	}{{"markers-off", false, 64 << 10}, {"markers-on", true, 1 << 20}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var cfg ConnConfig
+			cfg.MPA.Markers = tc.markers
+			ini, resp := connect(t, cfg, cfg)
+			write := &SendWR{ID: 1, Op: OpWrite, SGL: []SGE{ini.sge(0, tc.n)}, RemoteSTag: resp.mr.STag(), RemoteTO: resp.mr.BaseTO()}
+			read := &SendWR{ID: 2, Op: OpRead, SGL: []SGE{ini.sge(4<<20, tc.n)}, RemoteSTag: resp.mr.STag(), RemoteTO: resp.mr.BaseTO()}
+			send := &SendWR{ID: 3, Op: OpSend, SGL: []SGE{ini.sge(0, 4096)}}
+			recv := &RecvWR{ID: 4, SGL: []SGE{resp.sge(8<<20, 4096)}}
+			round := func() {
+				if err := resp.qp.PostRecv(recv); err != nil {
+					t.Fatal(err)
+				}
+				for _, wr := range []*SendWR{write, read, send} {
+					if err := ini.qp.PostSend(wr); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for range 3 {
+					if wc := ini.wait(ini.scq); wc.Status != StatusSuccess {
+						t.Fatalf("%+v", wc)
+					}
+				}
+				if wc := resp.wait(resp.rcq); wc.Status != StatusSuccess {
+					t.Fatalf("%+v", wc)
+				}
 			}
-		}
-		for range 3 {
-			if wc := ini.wait(ini.scq); wc.Status != StatusSuccess {
-				t.Fatalf("%+v", wc)
+			for range 50 { // warm up: EMSS growth, buffers, goroutine stacks
+				round()
 			}
-		}
-		if wc := resp.wait(resp.rcq); wc.Status != StatusSuccess {
-			t.Fatalf("%+v", wc)
-		}
+			if a := testing.AllocsPerRun(200, round); a > 0 {
+				t.Fatalf("%v allocations per Write+Read+Send round", a)
+			}
+		})
 	}
-	for range 50 { // warm up: EMSS growth, buffers, goroutine stacks
-		round()
-	}
-	if a := testing.AllocsPerRun(200, round); a > 0 {
-		t.Fatalf("%v allocations per Write+Read+Send round", a)
+}
+
+// With Markers, messages larger than the sender's staging buffer go out a
+// buffer at a time, wherever its end falls in an FPDU sequence; every octet
+// arrives, at the EMSS of loopback and at an Ethernet one.
+func TestMarkersLargeMessages(t *testing.T) {
+	for _, emss := range []int{0, 1460} {
+		for _, crc := range []bool{true, false} {
+			t.Run(fmt.Sprintf("emss-%d/crc-%v", emss, crc), func(t *testing.T) {
+				cfg := ConnConfig{EMSS: emss}
+				cfg.MPA.Markers, cfg.MPA.NoCRC = true, !crc
+				ini, resp := connect(t, cfg, cfg)
+				for _, n := range []int{stageBytes - 1, stageBytes, stageBytes + 1, 3*stageBytes + 509, 1 << 20} {
+					exchange(t, ini, resp, n)
+				}
+			})
+		}
 	}
 }
 

@@ -19,10 +19,12 @@ const (
 	directMin   = 512
 	// bigFPDU is the ULPDU size from which the receiver expects the next
 	// FPDU to be large too, and so reads ahead only a little past a direct
-	// read (the next FPDU's header), instead of staging (and copying) a
-	// large part of its payload.
-	bigFPDU   = 8 << 10
-	smallRead = 65536
+	// read, instead of staging (and copying) a large part of its payload.
+	bigFPDU = 8 << 10
+	// smallRead is that little: the FPDU's PAD and CRC, a Marker or two,
+	// and the next FPDU's ULPDU_Length and DDP/RDMAP header (at most 46
+	// octets, a Read Request's), with room to spare.
+	smallRead = 256
 	// maxCtlPayload bounds the untagged control payloads (Read Request,
 	// Terminate) collected with their header.
 	maxCtlPayload = rdmap.MaxTerminateLen

@@ -16,6 +16,11 @@ const (
 	batchBytes   = 256 << 10
 	batchIOV     = maxIOV
 	emssInterval = 64 // small batches between re-reads of TCP_MAXSEG
+	// stageBytes is the staging buffer of a sender that inserts Markers:
+	// a batch's FPDUs are copied into it and written as one iovec (see
+	// mpa.Framer.UseStaging). It holds a full batch and the FPDU that may
+	// end it; a larger message is written a buffer at a time.
+	stageBytes = batchBytes + mpa.MaxFPDUStreamLen
 )
 
 // tx is the sender's state; only the sender goroutine touches it.
@@ -39,7 +44,8 @@ type tx struct {
 	resps      int            // Read Responses this batch sends
 	bytes      int
 	batches    int
-	broken     bool // a writev failed part way: the stream is unusable
+	broken     bool  // a writev failed part way: the stream is unusable
+	werr       error // a writev failed: nothing more is framed or written
 	seg        txSeg
 }
 
@@ -51,6 +57,9 @@ func (c *conn) txLoop() {
 		iov:    make([][]byte, 0, batchIOV+2*mpa.MaxULPDU/(mpa.MarkerInterval-mpa.MarkerSize)),
 		msn:    [3]uint32{1, 1, 1},
 		done:   make([]int, 0, 64),
+	}
+	if c.neg.TxMarkers {
+		t.framer.UseStaging(make([]byte, stageBytes))
 	}
 	defer t.rd.Close()
 	if err := t.refreshEMSS(); err != nil {
@@ -177,7 +186,7 @@ func (t *tx) batch() error {
 	t.iov, t.done, t.resps, t.bytes = t.iov[:0], t.done[:0], 0, 0
 	t.rd.Enter()
 	var err error
-	for t.bytes < batchBytes && len(t.iov) < batchIOV && t.rd.Free() >= MaxSGE && err == nil {
+	for t.bytes < batchBytes && len(t.iov) < batchIOV && t.rd.Free() >= MaxSGE && err == nil && t.werr == nil {
 		// Read Responses first: the peer waits on them, and they free IRD.
 		if h := c.respHead.Load() + uint32(t.resps); h != c.respTl.Load() {
 			if err = t.readResponse(&c.resps[h%uint32(len(c.resps))]); err == nil {
@@ -205,14 +214,13 @@ func (t *tx) batch() error {
 	c.respHead.Add(uint32(t.resps))
 	// A work request that failed locally framed nothing: what the batch
 	// framed before it is sound and still goes out and completes.
-	if len(t.iov) > 0 {
-		if werr := t.write(); werr != nil {
-			t.broken = true
-			t.rd.Exit()
-			return fmt.Errorf("%w: %v", mpa.ErrLLPLost, werr)
-		}
+	if t.werr == nil {
+		t.flush()
 	}
 	t.rd.Exit()
+	if t.werr != nil {
+		return t.werr
+	}
 	for _, i := range t.done {
 		q.completeInflight(i, StatusSuccess)
 	}
@@ -331,8 +339,26 @@ func (t *tx) untagged(op rdmap.Opcode, qn uint32, inv uint32, payload []byte) {
 	t.frame(t.hdr[:ddp.UntaggedHeaderLen+k], 0, 0, 0)
 }
 
+// flush writes what is framed and readies the Framer for more. A failed
+// write leaves the stream cut inside an FPDU: t.werr stops all framing.
+func (t *tx) flush() {
+	if len(t.iov) > 0 {
+		if err := t.write(); err != nil {
+			t.broken = true
+			t.werr = fmt.Errorf("%w: %v", mpa.ErrLLPLost, err)
+		}
+	}
+	t.framer.Reset()
+	t.iov = t.iov[:0]
+}
+
 // frame appends one FPDU: hdr and octets [off, off+seg) of t.pieces[:n].
+// When the staging buffer of a Markers sender is full, it first writes the
+// FPDUs framed so far.
 func (t *tx) frame(hdr []byte, n int, off, seg uint32) {
+	if t.werr != nil {
+		return
+	}
 	k := 0
 	for i := 0; i < n && seg > 0; i++ {
 		p := t.pieces[i]
@@ -346,7 +372,11 @@ func (t *tx) frame(hdr []byte, n int, off, seg uint32) {
 		seg -= take
 		off = 0
 	}
-	t.appendULPDU(hdr, t.sub[:k])
+	if err := t.appendULPDU(hdr, t.sub[:k]); err == mpa.ErrStagingFull {
+		if t.flush(); t.werr == nil {
+			t.appendULPDU(hdr, t.sub[:k])
+		}
+	}
 	for i := range k {
 		t.bytes += len(t.sub[i])
 		t.sub[i] = nil
@@ -373,10 +403,8 @@ func (t *tx) sendRTR() error {
 	default:
 		t.tagged(rdmap.OpWrite, 0, 0, 0, 0)
 	}
-	if err := t.write(); err != nil {
-		return fmt.Errorf("%w: %v", mpa.ErrLLPLost, err)
-	}
-	return nil
+	t.flush()
+	return t.werr
 }
 
 // sendTerminate sends the Terminate the receiver left, if any, as the last
@@ -390,5 +418,5 @@ func (t *tx) sendTerminate() {
 	t.iov = t.iov[:0]
 	t.untagged(rdmap.OpTerminate, rdmap.QNTerminate, 0, ti.b)
 	t.c.setWriteDeadline(time.Now().Add(terminateGrace))
-	t.write() // best effort: the peer may be gone already
+	t.flush() // best effort: the peer may be gone already
 }

@@ -1,7 +1,8 @@
 // Command benchratio reads `go test -bench` output and prints each
 // throughput benchmark of the iwarp engine as a ratio to
 // BenchmarkTCPLoopback of the same size from the same run: how close the
-// software RNIC comes to the limit plain TCP sets on this machine.
+// software RNIC comes to the limit plain TCP sets on this machine. With
+// -count above 1, each benchmark's MB/s is the median of its runs.
 package main
 
 import (
@@ -44,9 +45,31 @@ func parse(r io.Reader) ([]result, error) {
 // "1MiB", and in "seqread1MiB_qd8" (BenchmarkISER's names).
 var sizeOf = regexp.MustCompile(`\d+(?:KiB|MiB|GiB|B)`)
 
+// medians merges the runs of each benchmark into one result, the median of
+// their MB/s (the mean of the middle two for an even count), in the order
+// each benchmark first appears.
+func medians(results []result) []result {
+	runs := map[[2]string][]float64{}
+	var order []result
+	for _, r := range results {
+		k := [2]string{r.bench, r.size}
+		if _, ok := runs[k]; !ok {
+			order = append(order, r)
+		}
+		runs[k] = append(runs[k], r.mbps)
+	}
+	for i, r := range order {
+		v := runs[[2]string{r.bench, r.size}]
+		sort.Float64s(v)
+		order[i].mbps = (v[(len(v)-1)/2] + v[len(v)/2]) / 2
+	}
+	return order
+}
+
 // table renders the ratio table; benchmarks with no TCP baseline of their
 // size are left out.
 func table(results []result) string {
+	results = medians(results)
 	base := map[string]float64{}
 	for _, r := range results {
 		if r.bench == "BenchmarkTCPLoopback" {

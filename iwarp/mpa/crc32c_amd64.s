@@ -129,3 +129,98 @@ done:
 	NOTL DX
 	MOVL DX, ret+32(FP)
 	RET
+
+// Fold one 64-octet block in register B into accumulator A (by 2048 bits,
+// constant in Z8): A = clmul(A.lo, k) ^ clmul(A.hi, k) ^ B.
+#define FOLDREG(A, B) \
+	VPCLMULQDQ $0x00, Z8, A, Z4 \
+	VPCLMULQDQ $0x11, Z8, A, A \
+	VPTERNLOGD $0x96, B, Z4, A
+
+// The same with the block in memory.
+#define FOLDMEM(A, M) \
+	VPCLMULQDQ $0x00, Z8, A, Z4 \
+	VPCLMULQDQ $0x11, Z8, A, A \
+	VPTERNLOGD $0x96, M, Z4, A
+
+// func foldMarked(reg uint32, p []byte, marks []byte) uint32
+//
+// The CRC32c, from the raw register reg, of the stream marks[0:4] p[0:508]
+// marks[4:8] p[508:1016] ...: n whole Marker intervals of 512 octets, with
+// len(p) = 508n and len(marks) = 4n, n >= 1. Each interval is eight 64-octet
+// blocks; the first is its Marker and p's next 60 octets (a dword-masked
+// load from 4 octets before them, then the Marker broadcast into dword 0),
+// the other seven are plain loads. Four accumulators fold 256 octets a step
+// as in fold.
+TEXT ·foldMarked(SB), NOSPLIT, $0-60
+	MOVL reg+0(FP), AX
+	MOVQ p_base+8(FP), SI
+	MOVQ p_len+16(FP), CX
+	MOVQ marks_base+32(FP), DI
+
+	MOVL $0xfffe, BX
+	KMOVW BX, K1 // dwords 1 to 15: p's octets
+	MOVL $1, BX
+	KMOVW BX, K2 // dword 0: the Marker
+
+	// The first interval's first half starts the accumulators, with reg
+	// XORed into its first four octets.
+	VMOVDQU32.Z -4(SI), K1, Z0
+	VPBROADCASTD (DI), K2, Z0
+	VMOVD AX, X4
+	VPXORQ Z4, Z0, Z0
+	VMOVDQU64 60(SI), Z1
+	VMOVDQU64 124(SI), Z2
+	VMOVDQU64 188(SI), Z3
+	VBROADCASTI32X4 k2048<>(SB), Z8
+	JMP second
+
+interval:
+	VMOVDQU32.Z -4(SI), K1, Z9
+	VPBROADCASTD (DI), K2, Z9
+	FOLDREG(Z0, Z9)
+	FOLDMEM(Z1, 60(SI))
+	FOLDMEM(Z2, 124(SI))
+	FOLDMEM(Z3, 188(SI))
+
+second:
+	FOLDMEM(Z0, 252(SI))
+	FOLDMEM(Z1, 316(SI))
+	FOLDMEM(Z2, 380(SI))
+	FOLDMEM(Z3, 444(SI))
+	ADDQ $508, SI
+	ADDQ $4, DI
+	SUBQ $508, CX
+	JNZ interval
+
+	// Fold the four blocks into the last, then its lanes into one, as fold.
+	VBROADCASTI32X4 k512<>(SB), Z8
+	VPCLMULQDQ $0x00, Z8, Z0, Z4
+	VPCLMULQDQ $0x11, Z8, Z0, Z0
+	VPTERNLOGD $0x96, Z4, Z0, Z1
+	VPCLMULQDQ $0x00, Z8, Z1, Z4
+	VPCLMULQDQ $0x11, Z8, Z1, Z1
+	VPTERNLOGD $0x96, Z4, Z1, Z2
+	VPCLMULQDQ $0x00, Z8, Z2, Z4
+	VPCLMULQDQ $0x11, Z8, Z2, Z2
+	VPTERNLOGD $0x96, Z4, Z2, Z3
+
+	VMOVDQU64 klanes<>(SB), Z8
+	VPCLMULQDQ $0x00, Z8, Z3, Z4
+	VPCLMULQDQ $0x11, Z8, Z3, Z5
+	VPXORQ Z5, Z4, Z4
+	VEXTRACTI64X4 $1, Z4, Y5
+	VPXORQ Y5, Y4, Y4
+	VEXTRACTI128 $1, Y4, X5
+	VPXOR X5, X4, X4
+	VEXTRACTI32X4 $3, Z3, X5
+	VPXOR X5, X4, X4
+	VMOVQ X4, AX
+	VPEXTRQ $1, X4, BX
+	VZEROUPPER
+	XORL DX, DX
+	CRC32Q AX, DX
+	CRC32Q BX, DX
+	NOTL DX
+	MOVL DX, ret+56(FP)
+	RET

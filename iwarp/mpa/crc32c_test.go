@@ -71,3 +71,54 @@ func BenchmarkCRC32c(b *testing.B) {
 		})
 	}
 }
+
+// crcMarked agrees with hash/crc32 over the same intervals gathered into
+// one buffer, for any number of intervals, starting value and alignment.
+func TestCRCMarkedMatchesHashCRC32(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	const piece = MarkerInterval - MarkerSize
+	for _, n := range []int{1, 2, 3, 7, 8, 64, 129, 130} {
+		for _, off := range []int{0, 1, 4, 60, 63} {
+			buf := make([]byte, off+n*piece)
+			marks := make([]byte, off+n*MarkerSize)
+			for i := range buf {
+				buf[i] = byte(r.Uint32())
+			}
+			for i := range marks {
+				marks[i] = byte(r.Uint32())
+			}
+			p, m := buf[off:], marks[off:]
+			var stream []byte
+			for i := range n {
+				stream = append(stream, m[i*MarkerSize:(i+1)*MarkerSize]...)
+				stream = append(stream, p[i*piece:(i+1)*piece]...)
+			}
+			for _, c := range []uint32{0, 0xffffffff, r.Uint32()} {
+				if got, want := crcMarked(c, p, m), crc32.Update(c, castagnoli, stream); got != want {
+					t.Fatalf("%d intervals, offset %d, start %08x: %08x, want %08x", n, off, c, got, want)
+				}
+			}
+		}
+	}
+}
+
+func BenchmarkCRCMarked(b *testing.B) {
+	const n = 128 // a 64 KiB ULPDU's intervals
+	p, marks := make([]byte, n*(MarkerInterval-MarkerSize)), make([]byte, n*MarkerSize)
+	b.Run("one-pass", func(b *testing.B) {
+		b.SetBytes(int64(len(p) + len(marks)))
+		for b.Loop() {
+			crcMarked(0, p, marks)
+		}
+	})
+	b.Run("per-piece", func(b *testing.B) {
+		b.SetBytes(int64(len(p) + len(marks)))
+		for b.Loop() {
+			sum := uint32(0)
+			for i := range n {
+				sum = crcUpdate(sum, marks[i*MarkerSize:(i+1)*MarkerSize])
+				sum = crcUpdate(sum, p[i*(MarkerInterval-MarkerSize):(i+1)*(MarkerInterval-MarkerSize)])
+			}
+		}
+	})
+}

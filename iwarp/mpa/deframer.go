@@ -269,26 +269,36 @@ func (d *Deframer) endFPDU() error {
 // of the current ULPDU straight into dst: dst itself, split where Markers
 // fall, with 4-octet slots of the Deframer's own for the Markers. After a
 // readv has filled every octet of the plan, call CommitDirect with the same
-// dst. A dst longer than Remaining is planned only up to Remaining.
+// dst. A dst longer than Remaining is planned only up to Remaining. A Marker
+// that would follow the last octet is left out: it belongs to what comes
+// next.
 func (d *Deframer) PlanDirect(iov [][]byte, dst []byte) [][]byte {
 	dst = dst[:min(len(dst), d.Remaining())]
 	if !d.markers {
 		return append(iov, dst)
 	}
-	slot := 0
-	d.walkDirect(len(dst), func(off, n int, marker bool) {
-		if marker {
-			iov = append(iov, d.slots[slot+off:slot+MarkerSize])
-			slot += MarkerSize
-		} else {
-			iov = append(iov, dst[off:off+n])
+	// A Marker Next has begun takes the rest of the first slot.
+	slot, off := 0, 0
+	gap := d.untilMarker()
+	if d.markN > 0 && len(dst) > 0 {
+		iov = append(iov, d.slots[d.markN:MarkerSize])
+		slot, gap = MarkerSize, MarkerInterval-MarkerSize
+	}
+	for off < len(dst) {
+		if gap == 0 {
+			iov = append(iov, d.slots[slot:slot+MarkerSize])
+			slot, gap = slot+MarkerSize, MarkerInterval-MarkerSize
 		}
-	})
+		k := min(len(dst)-off, gap)
+		iov = append(iov, dst[off:off+k])
+		off, gap = off+k, gap-k
+	}
 	return iov
 }
 
 // CommitDirect accounts for the octets a PlanDirect read placed in dst and
-// in the Marker slots: it extends the CRC over them and checks the Markers.
+// in the Marker slots: it checks the Markers and extends the CRC over them
+// in stream order, in one pass over the whole Marker intervals.
 func (d *Deframer) CommitDirect(dst []byte) error {
 	if d.err != nil {
 		return d.err
@@ -297,54 +307,54 @@ func (d *Deframer) CommitDirect(dst []byte) error {
 		d.err = fmt.Errorf("mpa: direct read of %d octets past the ULPDU's remaining %d", len(dst), d.Remaining())
 		return d.err
 	}
-	slot := 0
-	d.walkDirect(len(dst), func(off, n int, marker bool) {
-		if marker {
-			// off is how much of this Marker Next had already taken.
-			copy(d.mark[off:], d.slots[slot+off:slot+MarkerSize])
-			at := d.pos - uint32(off)
-			d.pos += uint32(MarkerSize - off)
-			d.markN = 0
-			d.endMarker(d.mark[:], at)
-			slot += MarkerSize
-		} else {
-			d.sum = d.crcSum(dst[off : off+n])
-			d.pos += uint32(n)
-			d.left -= n
+	slot, off := 0, 0
+	if d.markN > 0 && len(dst) > 0 {
+		// The rest of a Marker Next had begun: its first octets are in
+		// d.mark, the others in the first slot.
+		at := d.pos - uint32(d.markN)
+		copy(d.mark[d.markN:], d.slots[d.markN:MarkerSize])
+		d.pos += uint32(MarkerSize - d.markN)
+		d.markN = 0
+		d.endMarker(d.mark[:], at)
+		slot = MarkerSize
+	}
+	for off < len(dst) {
+		gap := d.untilMarker()
+		if gap > 0 {
+			k := min(len(dst)-off, gap)
+			d.sum = d.crcSum(dst[off : off+k])
+			d.pos += uint32(k)
+			off += k
+			continue
 		}
-	})
+		// Whole intervals, a Marker and the 508 octets after it, up to
+		// the last one dst fills.
+		n := (len(dst) - off) / (MarkerInterval - MarkerSize)
+		if n == 0 {
+			d.endMarker(d.slots[slot:slot+MarkerSize], d.pos)
+			d.pos += MarkerSize
+			slot += MarkerSize
+			continue
+		}
+		p, marks := dst[off:off+n*(MarkerInterval-MarkerSize)], d.slots[slot:slot+n*MarkerSize]
+		for i := 0; i < len(marks); i += MarkerSize {
+			// Inside a ULPDU no Marker falls between FPDUs.
+			if Marker(marks[i:]).FPDUPTR() != uint16(d.pos+uint32(i)*(MarkerInterval/MarkerSize)-d.fpduPos) {
+				d.badMark = true
+			}
+		}
+		if d.crc {
+			d.sum = crcMarked(d.sum, p, marks)
+		}
+		d.pos += uint32(n * MarkerInterval)
+		off += len(p)
+		slot += len(marks)
+	}
+	d.left -= len(dst)
 	if d.left == 0 {
 		d.state, d.left = inTrailer, PadLen(d.ulen)+CRCSize
 	}
 	return nil
-}
-
-// walkDirect calls fn for each piece of the stream that carries the next n
-// ULPDU octets, in order, without changing the Deframer: (offset into the
-// octets, length, false) for ULPDU octets, and (octets already received, 4,
-// true) for each Marker. It stops before a Marker that follows the last
-// octet, which belongs to whatever comes next.
-func (d *Deframer) walkDirect(n int, fn func(off, n int, marker bool)) {
-	if !d.markers {
-		if n > 0 {
-			fn(0, n, false)
-		}
-		return
-	}
-	pos, markN, off := d.pos, d.markN, 0
-	for off < n {
-		gap := MarkerInterval - int((pos-d.seqStart)%MarkerInterval)
-		if markN > 0 || gap == MarkerInterval {
-			fn(markN, MarkerSize, true)
-			pos += uint32(MarkerSize - markN)
-			markN = 0
-			continue
-		}
-		k := min(n-off, gap)
-		fn(off, k, false)
-		off += k
-		pos += uint32(k)
-	}
 }
 
 // crcSum returns the FPDU's running CRC extended over b, when CRCs are

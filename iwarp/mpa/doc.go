@@ -5,7 +5,8 @@
 // error codes of section 8.
 //
 // Nothing here reads or writes a socket. The transmit Framer turns ULPDUs into
-// iovecs for one writev that point into the caller's payload; the receive
+// iovecs for one writev that point into the caller's payload, or, staging,
+// copies whole FPDUs into one buffer; the receive
 // Deframer strips Markers, checks CRCs and tells its caller where each ULPDU's
 // octets lie in the stream, so that an engine can read payload straight into
 // its final buffer.

@@ -9,6 +9,19 @@ import (
 // ULPDU_Length field cannot express.
 var ErrULPDUTooLong = errors.New("mpa: ULPDU longer than 65535 octets")
 
+// ErrStagingFull is returned by a staging Framer (UseStaging) for an FPDU
+// that does not fit what is left of its staging buffer: write what was
+// framed, Reset, and frame it again.
+var ErrStagingFull = errors.New("mpa: FPDU does not fit the rest of the staging buffer")
+
+// MaxFPDUStreamLen is the most stream octets one FPDU can occupy: a ULPDU of
+// MaxULPDU octets with PAD and CRC, led by a Marker and with one more every
+// 508 octets after it (see FPDUStreamLen).
+const MaxFPDUStreamLen = MarkerSize + maxFPDULen + MarkerSize*((maxFPDULen-1)/(MarkerInterval-MarkerSize))
+
+// maxFPDULen is FPDULen(MaxULPDU).
+const maxFPDULen = (LengthSize+MaxULPDU+3)&^3 + CRCSize
+
 // arenaChunk is the size of each small-buffer chunk the Framer writes
 // ULPDU_Length fields, headers, Markers, PAD and CRCs into.
 const arenaChunk = 16 << 10
@@ -35,6 +48,10 @@ type Framer struct {
 	cur    int      // index of the chunk being filled
 	used   int      // octets used in chunks[cur]
 	tail   int      // start in chunks[cur] of the last iovec, or -1 when it is not arena-backed
+
+	stage     []byte // with UseStaging: every framed octet, in stream order
+	staged    int    // octets of stage used since Reset
+	stageTail int    // start in stage of the last iovec, or -1 when there is none
 }
 
 // NewFramer returns a Framer for a half connection whose first Full
@@ -52,6 +69,21 @@ func (f *Framer) Pos() uint32 { return f.pos }
 // framed so far has been written.
 func (f *Framer) Reset() {
 	f.cur, f.used, f.tail = 0, 0, -1
+	f.staged, f.stageTail = 0, -1
+}
+
+// UseStaging makes the Framer copy each FPDU whole (ULPDU_Length, ULPDU,
+// Markers, PAD, CRC) into buf, in stream order, instead of referencing the
+// payload: consecutive FPDUs then form one iovec, and the CRC is a single
+// pass over the FPDU's staged octets. With Markers this is cheaper than
+// zero-copy framing, whose two iovecs per 512-octet Marker interval cost
+// writev more than the copy does. buf must hold at least MaxFPDUStreamLen
+// octets; an FPDU that does not fit the rest of it fails with ErrStagingFull.
+func (f *Framer) UseStaging(buf []byte) {
+	if len(buf) < MaxFPDUStreamLen {
+		panic("mpa: staging buffer shorter than MaxFPDUStreamLen")
+	}
+	f.stage, f.staged, f.stageTail = buf, 0, -1
 }
 
 // alloc returns n octets of arena, from the current chunk when they fit so
@@ -168,6 +200,9 @@ func (f *Framer) AppendFPDUv(iov [][]byte, hdr []byte, payload [][]byte) ([][]by
 	if ulen > MaxULPDU {
 		return iov, ErrULPDUTooLong
 	}
+	if f.stage != nil {
+		return f.stageFPDU(iov, ulen, hdr, payload)
+	}
 	fpduStart := f.pos
 	var sum uint32
 	// A Marker due right here falls between FPDUs: FPDUPTR 0, and it is
@@ -261,4 +296,75 @@ func (f *Framer) sum(sum uint32, b []byte) uint32 {
 		return sum
 	}
 	return crcUpdate(sum, b)
+}
+
+// stageFPDU is AppendFPDUv for a staging Framer: it writes the FPDU's stream
+// octets into the staging buffer and appends them to iov, as part of the
+// last iovec when that one ends where they start.
+func (f *Framer) stageFPDU(iov [][]byte, ulen int, hdr []byte, payload [][]byte) ([][]byte, error) {
+	n := f.FPDUStreamLen(ulen)
+	if n > len(f.stage)-f.staged {
+		return iov, ErrStagingFull
+	}
+	start := f.staged
+	// A Marker due right here falls between FPDUs (FPDUPTR 0) and belongs
+	// to this FPDU, so the FPDU's stream octets start with it.
+	if f.untilMarker() == 0 {
+		putMarker(f.stage[f.staged:], 0)
+		f.staged += MarkerSize
+		f.pos += MarkerSize
+	}
+	fpduStart := f.pos
+	var l [LengthSize]byte
+	l[0], l[1] = byte(ulen>>8), byte(ulen)
+	f.stageOctets(l[:], fpduStart)
+	f.stageOctets(hdr, fpduStart)
+	for _, p := range payload {
+		f.stageOctets(p, fpduStart)
+	}
+	var pad [3]byte
+	f.stageOctets(pad[:PadLen(ulen)], fpduStart)
+	// A Marker right after the PAD is inside the FPDU (4.4 rule 1).
+	if f.untilMarker() == 0 {
+		putMarker(f.stage[f.staged:], uint16(f.pos-fpduStart))
+		f.staged += MarkerSize
+		f.pos += MarkerSize
+	}
+	// The CRC covers every staged octet of the FPDU before the CRC field:
+	// a leading Marker (4.4 rule 2), ULPDU_Length, ULPDU, inner Markers, PAD
+	// and a Marker after the PAD (rule 1).
+	c := f.stage[f.staged : f.staged+CRCSize]
+	if f.crc {
+		putCRC(c, crcUpdate(0, f.stage[start:f.staged]))
+	} else {
+		clear(c)
+	}
+	f.staged += CRCSize
+	f.pos += CRCSize
+	if f.stageTail >= 0 && len(iov) > 0 && f.stageTail+len(iov[len(iov)-1]) == start &&
+		unsafe.SliceData(iov[len(iov)-1]) == &f.stage[f.stageTail] {
+		iov[len(iov)-1] = f.stage[f.stageTail:f.staged:f.staged]
+		return iov, nil
+	}
+	f.stageTail = start
+	return append(iov, f.stage[start:f.staged:f.staged]), nil
+}
+
+// stageOctets copies b into the staging buffer at the stream position,
+// inserting a Marker that points back to fpduStart at every 512-octet
+// boundary it crosses.
+func (f *Framer) stageOctets(b []byte, fpduStart uint32) {
+	for len(b) > 0 {
+		gap := f.untilMarker()
+		if gap == 0 {
+			putMarker(f.stage[f.staged:], uint16(f.pos-fpduStart))
+			f.staged += MarkerSize
+			f.pos += MarkerSize
+			gap = MarkerInterval - MarkerSize
+		}
+		k := copy(f.stage[f.staged:], b[:min(len(b), gap)])
+		f.staged += k
+		f.pos += uint32(k)
+		b = b[k:]
+	}
 }

@@ -229,9 +229,10 @@ func randomULPDUs(r *rand.Rand, n int) [][2][]byte {
 	return out
 }
 
-// The Deframer recovers exactly the ULPDUs the Framer framed, for every
-// Marker and CRC setting, any stream start (including across the 2^32 wrap),
-// any split of the stream into reads, and any mix of staged and direct reads.
+// The Deframer recovers exactly the ULPDUs the Framer framed, referencing
+// or staging, for every Marker and CRC setting, any stream start (including
+// across the 2^32 wrap), any split of the stream into reads, and any mix of
+// staged and direct reads.
 func TestRoundTrip(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for iter := range 300 {
@@ -242,9 +243,16 @@ func TestRoundTrip(t *testing.T) {
 		}
 		ulpdus := randomULPDUs(r, 1+r.IntN(12))
 		f := NewFramer(seqStart, markers, crc)
+		if iter%3 == 1 {
+			f.UseStaging(make([]byte, MaxFPDUStreamLen+r.IntN(3*MaxFPDUStreamLen)))
+		}
 		var stream []byte
 		for _, u := range ulpdus {
 			iov, err := f.AppendFPDU(nil, u[0], u[1])
+			if errors.Is(err, ErrStagingFull) {
+				f.Reset()
+				iov, err = f.AppendFPDU(nil, u[0], u[1])
+			}
 			if err != nil {
 				t.Fatal(err)
 			}

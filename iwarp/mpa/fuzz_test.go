@@ -79,10 +79,12 @@ func FuzzDeframeMarkers(f *testing.F) {
 }
 
 // FuzzFrameRoundTrip frames ULPDUs cut from arbitrary octets and checks the
-// Deframer returns them unchanged.
+// Deframer returns them unchanged. mode's bits: 1 Markers, 2 CRC, 4 a
+// staging Framer.
 func FuzzFrameRoundTrip(f *testing.F) {
 	f.Add([]byte("MPA ID Req Frame"), uint32(0), uint16(5), byte(3))
 	f.Add(bytes.Repeat([]byte{0xa5}, 3000), uint32(0xfffffe00), uint16(507), byte(1))
+	f.Add(bytes.Repeat([]byte{0x5a}, 3000), uint32(0xfffffe00), uint16(509), byte(7))
 	f.Fuzz(func(t *testing.T, data []byte, seqStart uint32, cut uint16, mode byte) {
 		markers, crc := mode&1 != 0, mode&2 != 0
 		// Long inputs cut small make thousands of FPDUs: slow to run and
@@ -90,11 +92,15 @@ func FuzzFrameRoundTrip(f *testing.F) {
 		data = data[:min(len(data), 4<<10)]
 		cut = max(cut, uint16(len(data)/16))
 		fr := NewFramer(seqStart, markers, crc)
+		if mode&4 != 0 {
+			fr.UseStaging(make([]byte, MaxFPDUStreamLen))
+		}
 		var stream []byte
 		var want [][]byte
 		for rest, i := data, 0; i == 0 || len(rest) > 0; i++ {
 			n := min(len(rest), int(cut)+i%3)
 			hdr := min(n, 18)
+			fr.Reset()
 			iov, err := fr.AppendFPDU(nil, rest[:hdr], rest[hdr:n])
 			if err != nil {
 				t.Fatal(err)

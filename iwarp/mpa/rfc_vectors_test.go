@@ -57,8 +57,12 @@ func flatten(iov [][]byte) []byte {
 // figure 5's FPDU, one FPDU filling the stream up to 0x1ec as the RFC
 // describes ("the first FPDU ... had a length of 492 octets"), then figure 6.
 func rfcStream(t testing.TB, seqStart uint32) (stream []byte, fig5, fig6 [2]int) {
+	return rfcStreamOf(t, NewFramer(seqStart, true, true), seqStart)
+}
+
+// rfcStreamOf is rfcStream framed by f, which starts at seqStart.
+func rfcStreamOf(t testing.TB, f *Framer, seqStart uint32) (stream []byte, fig5, fig6 [2]int) {
 	t.Helper()
-	f := NewFramer(seqStart, true, true)
 	var iov [][]byte
 	var err error
 	iov, err = f.AppendFPDU(iov, sendHeader(1), make([]byte, 24))
@@ -78,17 +82,25 @@ func rfcStream(t testing.TB, seqStart uint32) (stream []byte, fig5, fig6 [2]int)
 	return flatten(iov), fig5, fig6
 }
 
+// Both ways of framing, payload referenced and payload staged, produce the
+// RFC's octets.
 func TestRFC5044Figure5And6Framer(t *testing.T) {
-	for _, seqStart := range []uint32{0, 11, 0xffffff00, 0xfffffe14} {
-		stream, fig5, fig6 := rfcStream(t, seqStart)
-		if got, want := stream[fig5[0]:fig5[1]], unhex(t, figure5); !bytes.Equal(got, want) {
-			t.Errorf("seqStart %#x: figure 5 FPDU\n got %x\nwant %x", seqStart, got, want)
-		}
-		if fig6[0] != 0x1ec {
-			t.Errorf("seqStart %#x: figure 6 FPDU starts at %#x, want 0x1ec", seqStart, fig6[0])
-		}
-		if got, want := stream[fig6[0]:fig6[1]], unhex(t, figure6); !bytes.Equal(got, want) {
-			t.Errorf("seqStart %#x: figure 6 FPDU\n got %x\nwant %x", seqStart, got, want)
+	for _, staged := range []bool{false, true} {
+		for _, seqStart := range []uint32{0, 11, 0xffffff00, 0xfffffe14} {
+			f := NewFramer(seqStart, true, true)
+			if staged {
+				f.UseStaging(make([]byte, MaxFPDUStreamLen))
+			}
+			stream, fig5, fig6 := rfcStreamOf(t, f, seqStart)
+			if got, want := stream[fig5[0]:fig5[1]], unhex(t, figure5); !bytes.Equal(got, want) {
+				t.Errorf("staged %v seqStart %#x: figure 5 FPDU\n got %x\nwant %x", staged, seqStart, got, want)
+			}
+			if fig6[0] != 0x1ec {
+				t.Errorf("staged %v seqStart %#x: figure 6 FPDU starts at %#x, want 0x1ec", staged, seqStart, fig6[0])
+			}
+			if got, want := stream[fig6[0]:fig6[1]], unhex(t, figure6); !bytes.Equal(got, want) {
+				t.Errorf("staged %v seqStart %#x: figure 6 FPDU\n got %x\nwant %x", staged, seqStart, got, want)
+			}
 		}
 	}
 }
