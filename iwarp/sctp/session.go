@@ -322,7 +322,7 @@ func (s *Session) NextSegment() ([]byte, error) {
 	s.rh = (s.rh + 1) % len(s.ready)
 	s.rn--
 	s.cur = b
-	return b[SSNLen:len(b)], nil
+	return b[SSNLen:], nil
 }
 
 // SetReadDeadline bounds NextSegment's waits (a zero time: none).
