@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ddpstore/ddpstore/blockdev/loop"
@@ -250,4 +251,59 @@ func parsePlain(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, help 
 		return nil, exitUsage, false
 	}
 	return fs.Args(), exitOK, true
+}
+
+const statusHelp = `usage: ddpinitiator status [flags]
+
+Lists the sessions this host's mounts and attachments hold: for each, its
+mount point, target and portal, the process serving it, its LUN files and
+the loop devices attached to them. Exit 0 when every listed mount is
+served, 1 when one's process is gone (its mount then fails I/O: unmount it).
+
+`
+
+func statusCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	var m mountFlags
+	m.register(fs, false)
+	if _, code, ok := parsePlain(fs, args, stdout, stderr, statusHelp); !ok {
+		return code
+	}
+	states, _ := filepath.Glob(filepath.Join(m.runDir, "mounts", "*.json"))
+	if len(states) == 0 {
+		fmt.Fprintln(stdout, "no mounts")
+		return exitOK
+	}
+	code := exitOK
+	for _, p := range states {
+		info, err := readState(p)
+		if err != nil {
+			fmt.Fprintf(stderr, "ddpinitiator status: %s: %v\n", p, err)
+			code = exitFailed
+			continue
+		}
+		state := "served"
+		if err := syscall.Kill(info.PID, 0); err != nil || isZombie(info.PID) {
+			state, code = "PROCESS GONE", exitFailed
+		} else if mi, ok, _ := findMount(info.Mountpoint); !ok || mi.fstype != fsType {
+			state, code = "NOT MOUNTED", exitFailed
+		}
+		fmt.Fprintf(stdout, "%s: %s at %s, pid %d, %s\n", info.Mountpoint, info.Target, info.Portal, info.PID, state)
+		for _, f := range info.Files {
+			loops := loopsOf(f.Path)
+			fmt.Fprintf(stdout, "  %s  %s%s\n", f.Path, human(f.Size), strings.Join(loops, ""))
+		}
+	}
+	return code
+}
+
+// loopsOf lists, as " -> /dev/loopN" strings, the loop devices over file.
+func loopsOf(file string) []string {
+	var out []string
+	for _, d := range loopsUnder(filepath.Dir(file)) {
+		if b, err := loop.BackingFile(d); err == nil && b == file {
+			out = append(out, " -> "+d)
+		}
+	}
+	return out
 }

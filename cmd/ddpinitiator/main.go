@@ -8,6 +8,7 @@
 //	ddpinitiator umount DIR                 unmount them and log out
 //	ddpinitiator attach [flags] PORTAL      mount, and a loop device per LUN
 //	ddpinitiator detach /dev/loopN          undo attach
+//	ddpinitiator status                     list mounts and their sessions
 package main
 
 import (
@@ -55,6 +56,8 @@ Commands:
                     LUN's file; prints the /dev/loopN devices
   detach /dev/loopN detach a loop device from attach; unmounts when it was
                     the last one
+  status            list the mounts and attachments this host serves, and
+                    whether each one's process is alive
 
 PORTAL is host:port (default port 3260); without it the target's first
 portal in the configuration (--config FILE, see docs/config.md) is used.
@@ -95,6 +98,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return attachCmd(ctx, args[1:], stdout, stderr)
 	case "detach":
 		return detachCmd(ctx, args[1:], stdout, stderr)
+	case "status":
+		return statusCmd(ctx, args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "ddpinitiator: unknown command %q\n\n%s", args[0], usage)
 	return exitUsage

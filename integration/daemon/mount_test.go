@@ -192,6 +192,9 @@ func TestAttachMkfsRemount(t *testing.T) {
 	}
 	fsDir := t.TempDir()
 	dev := attach()
+	if out := mustRun(t, ini, "status", "--run-dir", runDir); !strings.Contains(out, "lun0") || !strings.Contains(out, "-> "+dev) || !strings.Contains(out, "served") {
+		t.Errorf("status does not show the attachment:\n%s", out)
+	}
 	mustRun(t, mkfs, "-q", "-F", dev)
 	mustRun(t, "mount", dev, fsDir)
 	sums := map[string][sha256.Size]byte{}
