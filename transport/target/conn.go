@@ -112,6 +112,8 @@ func (c *conn) serve(req *iwarp.ConnRequest) {
 		return
 	}
 	c.sendInv = !hdr.SendInvNotSupported()
+	c.log.Debugf("target: MPA revision %d, iSER CM flags: ZBVA not supported %v, Send with Invalidate not supported %v",
+		req.Revision(), hdr.ZBVANotSupported(), hdr.SendInvNotSupported())
 	depth := cfg.QueueDepth
 	c.c, err = iserconn.New(c.srv.dev, iserconn.Config{
 		RecvSlots: depth + extraTasks, RecvData: max(cfg.RecvDataSegment, loginData),
