@@ -83,6 +83,7 @@ func TestGuestLinuxInitiator(t *testing.T) {
 	t.Logf("Linux's disk: %s", dev)
 
 	exerciseDisk(t, dev, tg)
+	resets(t, dev, tg)
 
 	// An idle spell, so that the keep-alive pings of both ends (Linux's
 	// NOP-Out every noop_out_interval, our NOP-In after NopInterval of
@@ -207,6 +208,11 @@ func (tt *testTarget) checkLog(t *testing.T) {
 	}
 	t.Logf("target: %d Normal session logins, %d ended by a Logout; NOP-Out pings from Linux: %d, answers to our NOP-In pings: %d",
 		normal, logouts, strings.Count(text, "NOP-Out ping"), strings.Count(text, "NOP-Out answers our ping"))
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Contains(line, "task management function") && !strings.Contains(line, "response 0\"") {
+			t.Errorf("a task management function did not complete: %s", line)
+		}
+	}
 	if normal != 1 || logouts != 1 {
 		t.Errorf("want one Normal session ended by a clean Logout, saw %d logins and %d logouts", normal, logouts)
 	}
@@ -505,6 +511,43 @@ func exerciseDisk(t *testing.T, dev string, tt *testTarget) {
 	}
 	if !bytes.Equal(store[:luSize], tt.model) {
 		t.Errorf("after the mix, the store differs from what was written: %s", diff(store[:luSize], tt.model))
+	}
+}
+
+// resets has Linux's SCSI error handler send task management functions:
+// SG_SCSI_RESET on the disk makes libiscsi send LOGICAL UNIT RESET
+// (device reset) and TARGET WARM RESET (target reset) to our target. Each
+// must succeed without dropping the session, and the disk must still read
+// right after it.
+func resets(t *testing.T, dev string, tt *testTarget) {
+	fd, err := unix.Open(dev, unix.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	buf := alignedBuf(t, 64<<10)
+	for _, r := range []struct {
+		name string
+		kind int // SG_SCSI_RESET_*
+		fn   int // the TMF function code the target should see
+	}{
+		{"device reset", 1, 5}, // SG_SCSI_RESET_DEVICE: LOGICAL UNIT RESET
+		{"target reset", 4, 6}, // SG_SCSI_RESET_TARGET: TARGET WARM RESET
+	} {
+		const sgSCSIReset = 0x2284
+		if err := unix.IoctlSetPointerInt(fd, sgSCSIReset, r.kind); err != nil {
+			t.Errorf("SG_SCSI_RESET (%s): %v", r.name, err)
+			continue
+		}
+		want := fmt.Sprintf("task management function %d (ITT", r.fn)
+		if !strings.Contains(tt.log.text(), want) {
+			t.Errorf("%s: the target saw no task management function %d", r.name, r.fn)
+		}
+		off := 5 << 20
+		pread(t, fd, buf, off)
+		if !bytes.Equal(buf, tt.model[off:off+len(buf)]) {
+			t.Errorf("read after the %s: %s", r.name, diff(buf, tt.model[off:off+len(buf)]))
+		}
 	}
 }
 
