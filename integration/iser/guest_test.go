@@ -98,7 +98,38 @@ func TestGuestLinuxInitiator(t *testing.T) {
 	}
 	loggedIn = false
 	tg.waitIdle(t)
-	tg.checkLog(t)
+
+	// Once more with ImmediateData=No on Linux's side: every write's data
+	// is then fetched by RDMA Read, from a Write Base Offset at the start
+	// of Linux's buffer.
+	out, err = is.adm(append(node, "-o", "update", "-n", "node.session.iscsi.ImmediateData", "-v", "No")...)
+	if err != nil {
+		t.Fatalf("iscsiadm -o update ImmediateData=No: %v: %s", err, out)
+	}
+	out, err = is.adm(append(node, "--login")...)
+	t.Logf("iscsiadm login with ImmediateData=No (%v):\n%s", err, out)
+	if err != nil {
+		t.Fatal("second login failed")
+	}
+	loggedIn = true
+	if out, err := is.adm("-m", "session", "-P", "3"); err == nil && !strings.Contains(out, "ImmediateData: No") {
+		t.Errorf("the second session did not negotiate ImmediateData=No:\n%s", out)
+	}
+	dev = findDisk(t)
+	fd, err := unix.Open(dev, unix.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeReadBack(t, fd, tg, rand.New(rand.NewPCG(5, 6)), []int{512, 4 << 10, 12 << 10, 64 << 10, 1 << 20})
+	unix.Close(fd)
+	out, err = is.adm(append(node, "--logout")...)
+	t.Logf("iscsiadm logout (%v):\n%s", err, out)
+	if err != nil {
+		t.Fatal("second logout failed")
+	}
+	loggedIn = false
+	tg.waitIdle(t)
+	tg.checkLog(t, 2)
 }
 
 // loadModules insmods the modules the host copied into the shared
@@ -192,7 +223,7 @@ func (tt *testTarget) waitIdle(t *testing.T) {
 // SendTargets discovery session by disconnecting, without a Logout
 // (usr/discovery.c, iscsi_destroy_session), so a discovery connection may
 // just end (docs/interop.md).
-func (tt *testTarget) checkLog(t *testing.T) {
+func (tt *testTarget) checkLog(t *testing.T, sessions int) {
 	text := tt.log.text()
 	if n := tt.log.bad(); n > 0 {
 		t.Errorf("the target logged %d warnings or errors (log below)", n)
@@ -213,8 +244,8 @@ func (tt *testTarget) checkLog(t *testing.T) {
 			t.Errorf("a task management function did not complete: %s", line)
 		}
 	}
-	if normal != 1 || logouts != 1 {
-		t.Errorf("want one Normal session ended by a clean Logout, saw %d logins and %d logouts", normal, logouts)
+	if normal != sessions || logouts != sessions {
+		t.Errorf("want %d Normal sessions, each ended by a clean Logout; saw %d logins and %d logouts", sessions, normal, logouts)
 	}
 }
 
@@ -434,24 +465,8 @@ func exerciseDisk(t *testing.T, dev string, tt *testTarget) {
 	}
 	t.Logf("sequential 1 MiB reads of the whole disk: %.1f MB/s (informative: TCG guest)", mbps(luSize, time.Since(start)))
 
-	// One write and one read-back of each size, at offsets that are
-	// multiples of 4 KiB but not of the size.
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, size := range []int{4 << 10, 8 << 10, 12 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20} {
-		off := (1 + rng.IntN(luSize/4096-1-size/4096)) * 4096
-		b := buf[:size]
-		fill(rng, b)
-		pwrite(t, fd, b, off)
-		copy(tt.model[off:], b)
-		if !bytes.Equal(store[off:off+size], b) {
-			t.Fatalf("write of %d octets at %d: the store holds %s", size, off, diff(store[off:off+size], b))
-		}
-		clear(b)
-		pread(t, fd, b, off)
-		if !bytes.Equal(b, tt.model[off:off+size]) {
-			t.Fatalf("read-back of %d octets at %d: %s", size, off, diff(b, tt.model[off:off+size]))
-		}
-	}
+	writeReadBack(t, fd, tt, rng, []int{4 << 10, 8 << 10, 12 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20})
 
 	// Sequential writes of half the disk, 1 MiB at a time.
 	start = time.Now()
@@ -511,6 +526,29 @@ func exerciseDisk(t *testing.T, dev string, tt *testTarget) {
 	}
 	if !bytes.Equal(store[:luSize], tt.model) {
 		t.Errorf("after the mix, the store differs from what was written: %s", diff(store[:luSize], tt.model))
+	}
+}
+
+// writeReadBack writes each size once and reads it back, at offsets that
+// are multiples of 512 but rarely of the size, checking the store after
+// the write and the read-back against the model.
+func writeReadBack(t *testing.T, fd int, tt *testTarget, rng *rand.Rand, sizes []int) {
+	store := tt.store.Mapping().Bytes()
+	buf := alignedBuf(t, 1<<20)
+	for _, size := range sizes {
+		off := (1 + rng.IntN(luSize/512-1-size/512)) * 512
+		b := buf[:size]
+		fill(rng, b)
+		pwrite(t, fd, b, off)
+		copy(tt.model[off:], b)
+		if !bytes.Equal(store[off:off+size], b) {
+			t.Fatalf("write of %d octets at %d: the store holds %s", size, off, diff(store[off:off+size], b))
+		}
+		clear(b)
+		pread(t, fd, b, off)
+		if !bytes.Equal(b, tt.model[off:off+size]) {
+			t.Fatalf("read-back of %d octets at %d: %s", size, off, diff(b, tt.model[off:off+size]))
+		}
 	}
 }
 
