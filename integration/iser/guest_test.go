@@ -182,6 +182,13 @@ func startTarget(t *testing.T) *testTarget {
 	logger.SetLevel(log.DebugLevel)
 	logger.SetOutput(tt.log)
 	logger.AddHook(tt.log)
+	// gotgt logs on logrus's standard logger: count its errors too.
+	log.StandardLogger().AddHook(tt.log)
+	log.StandardLogger().SetOutput(tt.log)
+	t.Cleanup(func() {
+		log.StandardLogger().ReplaceHooks(log.LevelHooks{})
+		log.StandardLogger().SetOutput(os.Stderr)
+	})
 	dev := iwarp.NewDevice(0)
 	ln, err := dev.Listen("tcp", portal, iwarp.ConnConfig{})
 	if err != nil {
@@ -226,7 +233,7 @@ func (tt *testTarget) waitIdle(t *testing.T) {
 func (tt *testTarget) checkLog(t *testing.T, sessions int) {
 	text := tt.log.text()
 	if n := tt.log.bad(); n > 0 {
-		t.Errorf("the target logged %d warnings or errors (log below)", n)
+		t.Errorf("the target (or gotgt) logged %d warnings or errors (log below)", n)
 	}
 	var normal, logouts int
 	for _, line := range strings.Split(text, "\n") {
