@@ -493,11 +493,11 @@ func exerciseDisk(t *testing.T, dev string, tt *testTarget) {
 	var wg sync.WaitGroup
 	errs := make(chan string, workers)
 	for w := range workers {
+		b := alignedBuf(t, maxIO) // here: t.Fatal only on the test's goroutine
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(w), 99))
-			b := alignedBuf(t, maxIO)
 			base := w * region
 			for range ops {
 				size := 512 * (1 + rng.IntN(maxIO/512))
