@@ -84,6 +84,7 @@ func TestGuestLinuxInitiator(t *testing.T) {
 
 	exerciseDisk(t, dev, tg)
 	resets(t, dev, tg)
+	dropAndRecover(t, dev, tg)
 
 	// An idle spell, so that the keep-alive pings of both ends (Linux's
 	// NOP-Out every noop_out_interval, our NOP-In after NopInterval of
@@ -154,10 +155,14 @@ func loadModules(t *testing.T) {
 
 // testTarget is our target, in this process, with its log kept.
 type testTarget struct {
-	srv   *target.Server
-	store *blockdev.Memory
-	model []byte // what the LU should hold
-	log   *logHook
+	srv     *target.Server
+	exports []target.Export
+	store   *blockdev.Memory
+	model   []byte // what the LU should hold
+	log     *logHook
+	// expectedWarnings are warnings the test caused on purpose; dropped
+	// counts the sessions it dropped, which Linux logs in again.
+	expectedWarnings, dropped int
 }
 
 func startTarget(t *testing.T) *testTarget {
@@ -194,8 +199,9 @@ func startTarget(t *testing.T) *testTarget {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tt.exports = []target.Export{{Target: tg, Alias: "ddpstore-interop"}}
 	tt.srv, err = target.NewServer(dev, target.Config{
-		Exports: []target.Export{{Target: tg, Alias: "ddpstore-interop"}},
+		Exports: tt.exports,
 		Portals: []login.Portal{{Addr: portal, TPGT: 1}},
 		Log:     log.NewEntry(logger),
 	})
@@ -225,14 +231,15 @@ func (tt *testTarget) waitIdle(t *testing.T) {
 	}
 }
 
-// checkLog fails the test on any warning or error the target logged, and
-// unless every Normal session ended with a Logout. open-iscsi ends a
+// checkLog fails the test on any warning or error the target logged
+// beyond those the test caused, and unless every Normal session but those
+// the test dropped ended with a Logout. open-iscsi ends a
 // SendTargets discovery session by disconnecting, without a Logout
 // (usr/discovery.c, iscsi_destroy_session), so a discovery connection may
 // just end (docs/interop.md).
 func (tt *testTarget) checkLog(t *testing.T, sessions int) {
 	text := tt.log.text()
-	if n := tt.log.bad(); n > 0 {
+	if n := tt.log.bad() - tt.expectedWarnings; n != 0 {
 		t.Errorf("the target (or gotgt) logged %d warnings or errors (log below)", n)
 	}
 	var normal, logouts int
@@ -251,8 +258,9 @@ func (tt *testTarget) checkLog(t *testing.T, sessions int) {
 			t.Errorf("a task management function did not complete: %s", line)
 		}
 	}
-	if normal != sessions || logouts != sessions {
-		t.Errorf("want %d Normal sessions, each ended by a clean Logout; saw %d logins and %d logouts", sessions, normal, logouts)
+	if normal != sessions+tt.dropped || logouts != sessions {
+		t.Errorf("want %d Normal session logins (%d dropped by the test and logged in again) and %d clean Logouts; saw %d logins and %d logouts",
+			sessions+tt.dropped, tt.dropped, sessions, normal, logouts)
 	}
 }
 
@@ -534,6 +542,45 @@ func exerciseDisk(t *testing.T, dev string, tt *testTarget) {
 	if !bytes.Equal(store[:luSize], tt.model) {
 		t.Errorf("after the mix, the store differs from what was written: %s", diff(store[:luSize], tt.model))
 	}
+}
+
+// dropAndRecover has the target drop Linux's connection (a configuration
+// reload without the export, then with it again) and checks that Linux
+// recovers the session: its next read, queued until then, must succeed
+// and return the right octets. Linux gives up after the
+// replacement_timeout of iscsid.conf (10 s), so the read cannot hang.
+func dropAndRecover(t *testing.T, dev string, tt *testTarget) {
+	warned := tt.log.bad()
+	if err := tt.srv.SetExports(nil); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); tt.srv.Sessions() > 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the target still serves %d connections 20 s after the export was withdrawn", tt.srv.Sessions())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := tt.srv.SetExports(tt.exports); err != nil {
+		t.Fatal(err)
+	}
+	tt.expectedWarnings += tt.log.bad() - warned // "connection dropped"
+	tt.dropped++
+	fd, err := unix.Open(dev, unix.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	buf := alignedBuf(t, 64<<10)
+	off := 7 << 20
+	start := time.Now()
+	if n, err := unix.Pread(fd, buf, int64(off)); err != nil || n != len(buf) {
+		t.Errorf("read after the target dropped the connection: %d, %v (%.1f s)", n, err, time.Since(start).Seconds())
+		return
+	}
+	if !bytes.Equal(buf, tt.model[off:off+len(buf)]) {
+		t.Errorf("read after the recovery: %s", diff(buf, tt.model[off:off+len(buf)]))
+	}
+	t.Logf("Linux recovered the session %.1f s after the drop", time.Since(start).Seconds())
 }
 
 // writeReadBack writes each size once and reads it back, at offsets that

@@ -58,7 +58,7 @@ func TestLinuxInitiator(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the guest test binary: %v\n%s", err, out)
 	}
-	cmd := exec.Command(filepath.Join(vmlab, "run-vm.sh"), "-d", dir, "-t", "240", "--",
+	cmd := exec.Command(filepath.Join(vmlab, "run-vm.sh"), "-d", dir, "-t", "300", "--",
 		"./"+guestBinary, "-test.v", "-test.run", "^TestGuest")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -69,7 +69,7 @@ func TestLinuxInitiator(t *testing.T) {
 		t.Skipf("qemu could not run the guest: %s", out.String())
 	}
 	if err != nil {
-		t.Fatalf("guest test: %v (exit 124 is run-vm.sh's 240 s limit)", err)
+		t.Fatalf("guest test: %v (exit 124 is run-vm.sh's 300 s limit)", err)
 	}
 	if !bytes.Contains(out.Bytes(), []byte("--- PASS: TestGuestLinuxInitiator")) {
 		t.Fatal("TestGuestLinuxInitiator did not pass in the guest")
