@@ -99,12 +99,30 @@ func (p *rawPeer) dial(addr string, sendInv bool) {
 }
 
 // login runs the login phase on a dialled connection.
-func (p *rawPeer) login() login.Result {
+func (p *rawPeer) login() login.Result { return p.loginWith(nil) }
+
+// loginWith runs the login phase with an Offer that edit may change, and
+// the key=value pairs extra added to the first Login Request.
+func (p *rawPeer) loginWith(edit func(*login.Params), extra ...string) login.Result {
 	offer := login.Defaults()
 	offer.RDMAExtensions = true
+	if edit != nil {
+		edit(&offer)
+	}
 	li := login.NewInitiator(&login.InitiatorConfig{InitiatorName: initiatorName, TargetName: targetName,
 		SessionType: "Normal", Offer: offer, ISID: 0x800000000001})
 	out := li.Start(nil)
+	if len(extra) > 0 {
+		b := iscsi.BHS(out)
+		data := append([]byte(nil), out[iscsi.BHSLen:iscsi.BHSLen+int(b.DataSegmentLength())]...)
+		for _, kv := range extra {
+			data = append(append(data, kv...), 0)
+		}
+		out = append(out[:0:0], out[:iscsi.BHSLen]...)
+		iscsi.BHS(out).SetDataSegmentLength(uint32(len(data)))
+		out = append(out, data...)
+		out = append(out, make([]byte, iscsi.BHS(out).PDULen()-len(out))...)
+	}
 	for {
 		p.sendRaw(iser.HeaderFields{}, out)
 		resp := p.recv()

@@ -116,7 +116,9 @@ func (s *Session) buildCommand(ti int32) int {
 	case DataOut:
 		imm = min(len(cmd.Data), s.maxImm)
 		if uint32(imm) < edtl {
-			h.WriteValid, h.WriteSTag, h.WriteBaseOffset = true, uint32(stag), va
+			// TaggedBufferForSolicitedDataOnly=Yes (login): the offset of
+			// the first octet after the immediate data.
+			h.WriteValid, h.WriteSTag, h.WriteBaseOffset = true, uint32(stag), va+uint64(imm)
 		}
 	}
 	h.Encode(buf)

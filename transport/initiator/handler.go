@@ -334,6 +334,11 @@ func (s *Session) login(ctx context.Context, c *iserconn.Conn, ended <-chan stru
 	offer.InitiatorRecvDataSegmentLength = loginData
 	offer.MaxBurstLength = 1 << 20
 	offer.FirstBurstLength = 64 << 10
+	// Write Base Offsets name the solicited data, as Linux's and
+	// libiscsi's initiators do without saying so and as Linux's target
+	// (which ignores the key) assumes; declaring it keeps an RFC 7145
+	// target that honours the key right too.
+	offer.TaggedBufferForSolicitedDataOnly = true
 	st := "Normal"
 	if cfg.TargetName == "" {
 		st = "Discovery"

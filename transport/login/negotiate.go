@@ -344,6 +344,9 @@ func (n *negotiator) declared(idx int, v string, irrelevant bool) *negError {
 	case d.flag != nil:
 		*d.flag(&n.res) = b
 	}
+	if idx == kTaggedBufferForSolicitedDataOnly {
+		n.res.TaggedBufferDeclared = true
+	}
 	return nil
 }
 

@@ -81,6 +81,11 @@ type Params struct {
 	// the initiator, default No): whether the Write Base Offset covers only
 	// solicited data. An initiator's Offer declares Yes when set.
 	TaggedBufferForSolicitedDataOnly bool
+	// TaggedBufferDeclared (Result only, at a target) reports whether the
+	// initiator declared TaggedBufferForSolicitedDataOnly at all. Linux's
+	// and libiscsi's iSER initiators declare nothing and behave as if they
+	// had declared Yes (docs/interop.md), so a target needs to know.
+	TaggedBufferDeclared bool
 }
 
 // Defaults returns the default values of RFC 7143 section 13 and RFC 7145

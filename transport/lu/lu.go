@@ -51,6 +51,7 @@ func New(id uint64, store blockdev.Store) (*LU, error) {
 	replace(sbc.SCSIDeviceOps, compareAndWrite, api.COMPARE_AND_WRITE)
 	replace(sbc.SCSIDeviceOps, serviceActionIn, api.SERVICE_ACTION_IN)
 	replace(sbc.SCSIDeviceOps, inquiry, api.INQUIRY)
+	replace(sbc.SCSIDeviceOps, maintenanceIn, api.MAINT_PROTOCOL_IN)
 	// gotgt's persistent reservations are broken, and its ORWRITE(16)
 	// writes the data instead of ORing it: both are answered ILLEGAL
 	// REQUEST, INVALID COMMAND OPERATION CODE.

@@ -57,6 +57,7 @@ type conn struct {
 	closing              bool // the last PDU is queued: disconnect when sent
 	closeWhy             error
 	immediate            bool // ImmediateData=Yes
+	solicitedOnly        bool // Write Base Offsets skip the unsolicited data (writeTO)
 	firstBurst, maxBurst uint32
 
 	statSN, expCmdSN uint32
@@ -111,6 +112,8 @@ func (c *conn) serve(req *iwarp.ConnRequest) {
 		return
 	}
 	c.sendInv = !hdr.SendInvNotSupported()
+	c.log.Debugf("target: MPA revision %d, iSER CM flags: ZBVA not supported %v, Send with Invalidate not supported %v",
+		req.Revision(), hdr.ZBVANotSupported(), hdr.SendInvNotSupported())
 	depth := cfg.QueueDepth
 	c.c, err = iserconn.New(c.srv.dev, iserconn.Config{
 		RecvSlots: depth + extraTasks, RecvData: max(cfg.RecvDataSegment, loginData),
@@ -319,6 +322,7 @@ func (c *conn) login(pdu []byte) error {
 	c.statSN, c.expCmdSN = c.res.StatSN, c.res.CmdSN
 	p := c.res.Params
 	c.immediate, c.firstBurst, c.maxBurst = p.ImmediateData, p.FirstBurstLength, p.MaxBurstLength
+	c.solicitedOnly = p.TaggedBufferForSolicitedDataOnly || !p.TaggedBufferDeclared
 	c.log = c.log.WithFields(log.Fields{"initiator": c.res.InitiatorName, "target": c.res.TargetName, "tsih": c.res.TSIH})
 	if c.res.SessionType == "Normal" {
 		ex := c.srv.ex.Load()

@@ -46,6 +46,7 @@ type task struct {
 	stOff    int // staging run, when stLen > 0
 	stLen    int
 	nextRead uint32 // octets of write data fetched or being fetched
+	unsol    uint32 // octets of write data that came with the command
 	reads    int    // RDMA Reads outstanding
 	exec     lu.Task
 }
@@ -111,12 +112,27 @@ func (c *conn) command(h iser.Header, bhs iscsi.BHS, imm []byte) error {
 		}
 		t.stOff, t.stLen = off, int(edtl)
 		copy(c.stagingBuf(t), imm)
-		t.nextRead = uint32(len(imm))
+		t.nextRead, t.unsol = uint32(len(imm)), uint32(len(imm))
 		t.state = stFetch
 	case t.read && edtl > 0 && lu.NeedsInBuffer(cdb):
 		t.state = stStaging
 	}
 	return c.advance(ti)
+}
+
+// writeTO is the Tagged Offset in the initiator's buffer of the write data
+// at t.nextRead. The Write Base Offset names the first octet of the data
+// (RFC 7145 section 9.1), or, when the initiator declared
+// TaggedBufferForSolicitedDataOnly=Yes, the first octet after the
+// unsolicited data (section 6.9). An initiator that declares nothing gets
+// the latter too: Linux's and libiscsi's iSER initiators declare nothing
+// and advance the offset past their immediate data, as Linux's own target
+// expects (docs/interop.md, "Linux iSER initiator").
+func (c *conn) writeTO(t *task) uint64 {
+	if c.solicitedOnly {
+		return t.wto + uint64(t.nextRead-t.unsol)
+	}
+	return t.wto + uint64(t.nextRead)
 }
 
 var invalidFieldSense = [18]byte{0: 0x70, 2: 0x05, 7: 10, 12: 0x24}
@@ -184,7 +200,7 @@ func (c *conn) advance(ti int32) error {
 				}
 				n := min(t.edtl-t.nextRead, c.maxBurst)
 				sge := iwarp.SGEOf(c.c.ExtraMR(), t.stOff+int(t.nextRead), int(n))
-				if err := c.c.Post(iwarp.OpRead, uint64(ti), sge, t.wstag, t.wto+uint64(t.nextRead)); err != nil {
+				if err := c.c.Post(iwarp.OpRead, uint64(ti), sge, t.wstag, c.writeTO(t)); err != nil {
 					return fmt.Errorf("target: posting an RDMA Read: %w", err)
 				}
 				c.sq--

@@ -69,12 +69,14 @@ func (c *conn) nopOut(bhs iscsi.BHS, data []byte) error {
 	if bhs.ITT() == reservedTag {
 		if n.TTT() == c.pingTTT && !c.pingSent.IsZero() {
 			c.pingSent = time.Time{}
+			c.log.Debug("target: NOP-Out answers our ping")
 		}
 		return nil
 	}
 	if !c.admit(bhs) {
 		return c.reject(bhs, iscsi.RejectProtocolError)
 	}
+	c.log.Debugf("target: NOP-Out ping (ITT %#x)", bhs.ITT())
 	return c.pdu(iscsi.OpNOPIn, true, func(b iscsi.BHS, out []byte) (int, error) {
 		in, _ := iscsi.AsNOPIn(b)
 		in.SetITT(bhs.ITT())

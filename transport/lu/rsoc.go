@@ -1,0 +1,112 @@
+package lu
+
+import (
+	"encoding/binary"
+	"reflect"
+
+	"github.com/gostor/gotgt/pkg/api"
+	gscsi "github.com/gostor/gotgt/pkg/scsi"
+)
+
+// maintenanceIn serves MAINTENANCE IN (0xA3). Its one service action is
+// REPORT SUPPORTED OPERATION CODES (SPC-4 6.35), which gotgt answers with
+// CHECK CONDITION for every query about one command, logging an error on
+// the way. Linux's sd asks about one command (INQUIRY, then WRITE SAME) at
+// every scan, so each Linux login put an error in the log
+// (docs/interop.md). The one-command reports come from here now; the
+// report of all commands stays gotgt's.
+func maintenanceIn(host int, cmd *api.SCSICommand) api.SAMStat {
+	const reportSupportedOpcodes = 0x0c
+	if cmd.SCB[1]&0x1f != reportSupportedOpcodes {
+		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_FIELD_IN_CDB)
+	}
+	return reportSupportedOperationCodes(host, cmd)
+}
+
+// serviceActions lists, for the opcodes with service actions, those that
+// are implemented.
+var serviceActions = map[byte]map[uint16]bool{
+	byte(api.SERVICE_ACTION_IN):      {uint16(api.SAI_READ_CAPACITY_16): true, uint16(api.SAI_GET_LBA_STATUS): true},
+	byte(api.MAINT_PROTOCOL_IN):      {0x0c: true},
+	byte(api.PERSISTENT_RESERVE_IN):  {},
+	byte(api.PERSISTENT_RESERVE_OUT): {},
+	0xa4:                             {}, // MAINTENANCE OUT
+	0x7f:                             {}, // variable length CDBs
+}
+
+// reportSupportedOperationCodes implements REPORTING OPTIONS 001b (one
+// command without service action) and 010b (one command with service
+// action) of REPORT SUPPORTED OPERATION CODES. The CDB USAGE DATA of a
+// supported command marks every bit after the opcode as used, which
+// over-states the flexibility of some fields but never hides one.
+func reportSupportedOperationCodes(host int, cmd *api.SCSICommand) api.SAMStat {
+	scb := cmd.SCB
+	if len(scb) < 12 {
+		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_FIELD_IN_CDB)
+	}
+	options, rctd := scb[2]&0x07, scb[2]&0x80 != 0
+	op, sa := scb[3], binary.BigEndian.Uint16(scb[4:])
+	alloc := int(binary.BigEndian.Uint32(scb[6:]))
+	l := luOf(cmd)
+	if options == 0 || l == nil {
+		return gscsi.SPCReportSupportedOperationCodes(host, cmd)
+	}
+	sas, hasSA := serviceActions[op]
+	var supported bool
+	switch {
+	case options == 1 && !hasSA:
+		supported = implemented(l.ops[op].CommandPerformFunc)
+	case options == 2 && hasSA:
+		supported = sas[sa]
+	default:
+		// SPC-4: asking about a command without its service action when
+		// it has service actions, or with one when it has none, is an
+		// invalid field; other reporting options are not implemented.
+		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_FIELD_IN_CDB)
+	}
+	var buf [4 + 16 + 12]byte
+	d := buf[:4]
+	n := cdbSize(op)
+	if supported {
+		d[1] = 0x03 // SUPPORT: supported as the standard says
+		usage := buf[4 : 4+n]
+		usage[0] = op
+		for i := 1; i < n; i++ {
+			usage[i] = 0xff
+		}
+		d = buf[:4+n]
+	} else {
+		d[1] = 0x01 // SUPPORT: not supported
+		n = 0
+	}
+	binary.BigEndian.PutUint16(d[2:], uint16(n))
+	if rctd {
+		d[1] |= 0x80 // CTDP: a command timeouts descriptor follows
+		d = append(d, 0x00, 0x0a)
+		d = append(d, make([]byte, 10)...) // no timeouts known
+	}
+	in := cmd.InSDBBuffer.Buffer
+	cmd.InSDBBuffer.Resid = uint32(copy(in[:min(alloc, len(in))], d))
+	return api.SAMStatGood
+}
+
+// implemented reports whether fn is a command's function rather than
+// gotgt's answer to an opcode it does not implement.
+func implemented(fn api.CommandFunc) bool {
+	return fn != nil && reflect.ValueOf(fn).Pointer() != reflect.ValueOf(api.CommandFunc(gscsi.SPCIllegalOp)).Pointer()
+}
+
+// cdbSize is the CDB length of opcode op by its group code (SPC-4 4.2.5).
+func cdbSize(op byte) int {
+	switch op >> 5 {
+	case 0:
+		return 6
+	case 1, 2:
+		return 10
+	case 4:
+		return 16
+	case 5:
+		return 12
+	}
+	return 16
+}
