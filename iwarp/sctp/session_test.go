@@ -22,11 +22,38 @@ func testCtx(t *testing.T) context.Context {
 // transports returns association pairs over each backend this machine
 // runs: the in-memory pipe (in order and swapped) and pion over UDP.
 func transports(t *testing.T) map[string]func(t *testing.T) (a, b *Association) {
-	return map[string]func(t *testing.T) (a, b *Association){
+	m := map[string]func(t *testing.T) (a, b *Association){
 		"pipe":    func(t *testing.T) (a, b *Association) { return Pipe(PipeConfig{}) },
 		"swapped": func(t *testing.T) (a, b *Association) { return Pipe(PipeConfig{Swap: true}) },
 		"udp":     udpPair,
 	}
+	if KernelAvailable() {
+		m["kernel"] = kernelPair
+	}
+	return m
+}
+
+// kernelPair is an association over kernel SCTP on loopback.
+func kernelPair(t *testing.T) (a, b *Association) {
+	l, err := ListenKernel("127.0.0.1:0", Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ch := make(chan *Association, 1)
+	go func() {
+		b, _ := l.Accept(testCtx(t))
+		ch <- b
+	}()
+	a, err = DialKernel(testCtx(t), l.Addr().String(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = <-ch
+	if b == nil {
+		t.Fatal("no association accepted")
+	}
+	return a, b
 }
 
 func udpPair(t *testing.T) (a, b *Association) {
