@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
+
+	"github.com/ddpstore/ddpstore/iwarp/sctp"
 )
 
 // benchSizes are the message sizes every throughput benchmark runs, so that
@@ -131,8 +133,15 @@ func benchWrite(b *testing.B, markers bool) {
 }
 
 // BenchmarkRDMAWrite measures RDMA Write throughput (CRC on, Markers off).
-// The "-SCTP" sizes run over DDP/SCTP on userspace SCTP (sctp-udp).
-func BenchmarkRDMAWrite(b *testing.B) { benchWrite(b, false); benchWriteSCTP(b) }
+// The "-SCTP" sizes run over DDP/SCTP on userspace SCTP (sctp-udp), the
+// "-KernelSCTP" sizes on kernel SCTP where the kernel has it.
+func BenchmarkRDMAWrite(b *testing.B) {
+	benchWrite(b, false)
+	benchWriteSCTP(b, sctp.NetworkUDP, "-SCTP")
+	if sctp.KernelAvailable() {
+		benchWriteSCTP(b, sctp.NetworkKernel, "-KernelSCTP")
+	}
+}
 
 // BenchmarkRDMAWriteMarkers is BenchmarkRDMAWrite with Markers both ways.
 func BenchmarkRDMAWriteMarkers(b *testing.B) { benchWrite(b, true) }
