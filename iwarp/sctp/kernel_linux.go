@@ -562,7 +562,16 @@ func (k *kernelBackend) write(stream uint16, ppid uint32, bufs [][]byte) error {
 	k.wmsg = unix.Msghdr{Iov: &k.wiov[0], Control: &k.woob[0]}
 	k.wmsg.SetIovlen(len(k.wiov))
 	k.wmsg.SetControllen(unix.CmsgSpace(sctpSndinfoLen))
-	err := k.rc.Write(k.wfn)
+	// A write deadline bounds waiting for room, not a send that needs
+	// none: the engine's stop sets a past deadline while the rest of a
+	// batch whose first work requests SCTP already took may still be
+	// going out, and over TCP that batch is one writev. So try at once,
+	// and wait (deadline honoured) only when the socket is full.
+	sent := false
+	err := k.rc.Control(func(fd uintptr) { sent = k.sendmsg(fd) })
+	if err == nil && !sent {
+		err = k.rc.Write(k.wfn)
+	}
 	clear(k.wiov)
 	k.wmsg.Iov = nil
 	if err == nil {
