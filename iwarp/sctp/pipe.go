@@ -51,6 +51,7 @@ type pipeEnd struct {
 	done  chan struct{}
 	once  sync.Once
 	swaps atomic.Int64 // pairs delivered in reverse
+	hold  sync.Mutex   // held (by a test) to pause delivery
 }
 
 func (p *pipeEnd) start(a *Association) {
@@ -68,6 +69,8 @@ func (p *pipeEnd) start(a *Association) {
 				a.end(ErrLost)
 				return
 			}
+			p.hold.Lock()
+			p.hold.Unlock()
 			if p.cfg.Swap {
 				// With another chunk already queued behind this one,
 				// deliver that one first.

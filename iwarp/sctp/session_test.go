@@ -340,16 +340,22 @@ func TestReorderedDelivery(t *testing.T) {
 		bufs[i] = []byte{byte(i >> 8), byte(i)}
 		ends[i] = i + 1
 	}
-	if err := s.WriteSegments(bufs, ends); err != nil {
+	// Delivery paused while they are written: they queue up, and the
+	// swapping pipe has pairs to swap whatever the scheduling.
+	pe := b.be.(*pipeEnd)
+	pe.hold.Lock()
+	err := s.WriteSegments(bufs, ends)
+	pe.hold.Unlock()
+	if err != nil {
 		t.Fatal(err)
-	}
-	if sw := b.be.(*pipeEnd).swaps.Load(); sw == 0 {
-		t.Fatal("the pipe delivered everything in order")
 	}
 	for i := range n {
 		seg, err := p.NextSegment()
 		if err != nil || int(seg[0])<<8|int(seg[1]) != i {
 			t.Fatalf("segment %d: %x %v", i, seg, err)
 		}
+	}
+	if sw := pe.swaps.Load(); sw == 0 {
+		t.Fatal("the pipe delivered everything in order")
 	}
 }
