@@ -43,6 +43,7 @@ type udpStream struct {
 	head  int
 	n     int
 	total uint64 // octets written
+	wbuf  []byte // a chunk given in pieces, joined (its session's wmu held)
 }
 
 // pionLogs keeps pion quiet but for errors.
@@ -53,6 +54,7 @@ var pionLogs = func() logging.LoggerFactory {
 }()
 
 func pionOptions(nc net.Conn, cfg Config) []pion.AssociationOption {
+	cfg = cfg.withBuffers(MaxChunk(UserDataForMTU(cfg.MTU, 0)))
 	return []pion.AssociationOption{
 		pion.WithNetConn(nc),
 		pion.WithLoggerFactory(pionLogs),
@@ -201,7 +203,7 @@ func (b *udpBackend) stream(id uint16) (*udpStream, error) {
 	return b.strm[id], nil
 }
 
-// write copies the chunk into one buffer (pion takes a single slice, and
+// write joins the chunk into one buffer (pion takes a single slice, and
 // copies it again into its chunks).
 func (b *udpBackend) write(stream uint16, ppid uint32, bufs [][]byte) error {
 	us, err := b.stream(stream)
@@ -212,14 +214,16 @@ func (b *udpBackend) write(stream uint16, ppid uint32, bufs [][]byte) error {
 	for _, p := range bufs {
 		n += len(p)
 	}
-	var msg []byte
-	if len(bufs) == 1 {
-		msg = bufs[0]
-	} else {
-		msg = make([]byte, 0, n)
+	// pion copies the message into the chunks it makes (Stream.packetize),
+	// so the joined copy is reused: one buffer per stream, whose writes
+	// its session serializes.
+	msg := bufs[0]
+	if len(bufs) > 1 {
+		us.wbuf = us.wbuf[:0]
 		for _, p := range bufs {
-			msg = append(msg, p...)
+			us.wbuf = append(us.wbuf, p...)
 		}
+		msg = us.wbuf
 	}
 	if _, err := us.s.WriteSCTP(msg, pion.PayloadProtocolIdentifier(ppid)); err != nil {
 		return err
