@@ -33,6 +33,9 @@ func Pipe(cfg PipeConfig) (a, b *Association) {
 	return newAssociation(x, c), newAssociation(y, c)
 }
 
+// closedChan is a notification that has always come already.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 type pipeMsg struct {
 	stream uint16
 	ppid   uint32
@@ -122,6 +125,7 @@ func (p *pipeEnd) write(stream uint16, ppid uint32, bufs [][]byte) error {
 }
 
 func (p *pipeEnd) unacked(uint16) int                 { return 0 }
+func (p *pipeEnd) ackNotify(uint16) <-chan struct{}   { return closedChan }
 func (p *pipeEnd) maxUserData() int                   { return p.cfg.MaxUserData }
 func (p *pipeEnd) streams() int                       { return p.cfg.Config.withDefaults().Streams }
 func (p *pipeEnd) inlineALI() bool                    { return false }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 )
@@ -357,5 +358,70 @@ func TestReorderedDelivery(t *testing.T) {
 	}
 	if sw := pe.swaps.Load(); sw == 0 {
 		t.Fatal("the pipe delivered everything in order")
+	}
+}
+
+// windowEnd is a pipe end whose SCTP reports a number of unacknowledged
+// chunks set by the test, and acknowledgments when the test says.
+type windowEnd struct {
+	*pipeEnd
+	mu    sync.Mutex
+	unack int
+	asked chan struct{} // a send for every unacked call
+	ackc  chan struct{}
+	armed int
+}
+
+func (w *windowEnd) unacked(uint16) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.asked <- struct{}{}
+	return w.unack
+}
+
+func (w *windowEnd) ackNotify(uint16) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.armed++
+	return w.ackc
+}
+
+// TestWindowWait: with 32767 chunks of the stream unacknowledged the
+// sender waits (section 10), and goes on at the backend's notification,
+// not by polling.
+func TestWindowWait(t *testing.T) {
+	a0, b := Pipe(PipeConfig{})
+	defer b.Abort()
+	w := &windowEnd{pipeEnd: a0.be.(*pipeEnd), asked: make(chan struct{}, 16), ackc: make(chan struct{}, 1)}
+	a0.be = w
+	defer a0.Abort()
+	s, p := establish(t, a0, b, 0, nil, nil)
+	w.mu.Lock()
+	w.unack = MaxInFlight
+	w.mu.Unlock()
+	s.wmu.Lock()
+	s.since = MaxInFlight
+	s.wmu.Unlock()
+	done := make(chan error, 1)
+	go func() { done <- s.WriteSegments([][]byte{{7}}, []int{1}) }()
+	<-w.asked // the sender found the window full
+	select {
+	case err := <-done:
+		t.Fatalf("the sender went on with the window full: %v", err)
+	default:
+	}
+	w.mu.Lock()
+	w.unack = MaxInFlight - 1
+	w.mu.Unlock()
+	w.ackc <- struct{}{}
+	<-w.asked
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if seg, err := p.NextSegment(); err != nil || len(seg) != 1 || seg[0] != 7 {
+		t.Fatalf("%x %v", seg, err)
+	}
+	if w.armed != 2 {
+		t.Fatalf("notification armed %d times, want 2 (once per check)", w.armed)
 	}
 }

@@ -44,6 +44,7 @@ type udpStream struct {
 	n     int
 	total uint64 // octets written
 	wbuf  []byte // a chunk given in pieces, joined (its session's wmu held)
+	ackc  chan struct{}
 }
 
 // pionLogs keeps pion quiet but for errors.
@@ -152,7 +153,13 @@ func (b *udpBackend) add(s *pion.Stream) *udpStream {
 		return us
 	}
 	s.SetReliabilityParams(true, pion.ReliabilityTypeReliable, 0)
-	us := &udpStream{s: s, sizes: make([]int, MaxInFlight+1)}
+	us := &udpStream{s: s, sizes: make([]int, MaxInFlight+1), ackc: make(chan struct{}, 1)}
+	s.OnBufferedAmountLow(func() {
+		select {
+		case us.ackc <- struct{}{}:
+		default:
+		}
+	})
 	b.strm[s.StreamIdentifier()] = us
 	a := b.a
 	a.wg.Add(1)
@@ -259,6 +266,24 @@ func (b *udpBackend) unacked(stream uint16) int {
 		us.n--
 	}
 	return us.n
+}
+
+// ackNotify sets the stream's low threshold one octet under what pion
+// holds now: pion calls OnBufferedAmountLow when an acknowledged chunk
+// takes the amount across it.
+func (b *udpBackend) ackNotify(stream uint16) <-chan struct{} {
+	b.mu.Lock()
+	us := b.strm[stream]
+	b.mu.Unlock()
+	if us == nil {
+		return closedChan
+	}
+	select {
+	case <-us.ackc: // a notification from before: stale
+	default:
+	}
+	us.s.SetBufferedAmountLowThreshold(max(us.s.BufferedAmount(), 1) - 1)
+	return us.ackc
 }
 
 func (b *udpBackend) maxUserData() int {
