@@ -58,8 +58,7 @@ type Config struct {
 	// The kernel backend follows the path MTU.
 	MTU int
 	// Buffers is the number of receive buffers of the association, each
-	// of one maximum chunk (0: as many as DefaultReceiveBytes takes, and
-	// at least DefaultBuffers). Chunks received and not
+	// of one maximum chunk (0: DefaultBuffers). Chunks received and not
 	// yet consumed by the sessions hold them; when none is free, reading
 	// from SCTP pauses and SCTP's receive window closes. A session holds
 	// at most half of them out of order.
@@ -73,12 +72,6 @@ type Config struct {
 const (
 	DefaultStreams = 16
 	DefaultBuffers = 256
-	// DefaultReceiveBytes sizes the default receive buffers: a receive
-	// window of that many octets whatever the chunk size. With 8 KiB chunks
-	// (sctp-udp) 256 buffers left pion a 1 MB window, which a sender with
-	// more queued closed again and again; pion reopens a closed window only
-	// through a zero window probe that it SACKs after its 200 ms delay.
-	DefaultReceiveBytes = 16 << 20
 	// MaxPendingInitiates bounds the Session Initiates waiting for the ULP
 	// per association; beyond it an Initiate is answered with a Session
 	// Terminate (6.4, 5.2.3).
@@ -92,9 +85,10 @@ func (c Config) withDefaults() Config {
 	if c.Streams > 65535 {
 		c.Streams = 65535
 	}
-	if c.Buffers > 0 {
-		c.Buffers = max(c.Buffers, 4)
+	if c.Buffers <= 0 {
+		c.Buffers = DefaultBuffers
 	}
+	c.Buffers = max(c.Buffers, 4)
 	if c.Log == nil {
 		c.Log = logrus.NewEntry(logrus.StandardLogger())
 	}
@@ -129,16 +123,7 @@ type Association struct {
 	wg      sync.WaitGroup
 }
 
-// withBuffers sets Buffers, when left 0, for chunks of maxChunk octets.
-func (c Config) withBuffers(maxChunk int) Config {
-	if c.Buffers <= 0 {
-		c.Buffers = max(DefaultBuffers, DefaultReceiveBytes/maxChunk)
-	}
-	return c
-}
-
 func newAssociation(be backend, cfg Config) *Association {
-	cfg = cfg.withBuffers(MaxChunk(be.maxUserData()))
 	a := &Association{
 		be: be, cfg: cfg, log: cfg.Log,
 		maxChunk: MaxChunk(be.maxUserData()),

@@ -55,7 +55,6 @@ var pionLogs = func() logging.LoggerFactory {
 }()
 
 func pionOptions(nc net.Conn, cfg Config) []pion.AssociationOption {
-	cfg = cfg.withBuffers(MaxChunk(UserDataForMTU(cfg.MTU, 0)))
 	return []pion.AssociationOption{
 		pion.WithNetConn(nc),
 		pion.WithLoggerFactory(pionLogs),
