@@ -409,6 +409,11 @@ func (k *kernelBackend) recvmsg(fd uintptr) bool {
 	k.rmsg.SetControllen(len(k.roob))
 	k.rmsg.Flags = 0
 	n, _, e := unix.Syscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&k.rmsg)), 0)
+	for e == unix.EINTR {
+		k.rmsg.SetControllen(len(k.roob))
+		k.rmsg.Flags = 0
+		n, _, e = unix.Syscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&k.rmsg)), 0)
+	}
 	if e == unix.EAGAIN {
 		return false
 	}
@@ -533,6 +538,9 @@ func (k *kernelBackend) open(uint16) error { return nil }
 // sendmsg is the writers' RawConn.Write function.
 func (k *kernelBackend) sendmsg(fd uintptr) bool {
 	_, _, e := unix.Syscall(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&k.wmsg)), unix.MSG_NOSIGNAL)
+	for e == unix.EINTR {
+		_, _, e = unix.Syscall(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&k.wmsg)), unix.MSG_NOSIGNAL)
+	}
 	if e == unix.EAGAIN {
 		return false
 	}
@@ -740,7 +748,14 @@ func (l *KernelListener) acceptLoop() {
 		var nfd int
 		var aerr error
 		err := l.rc.Read(func(fd uintptr) bool {
-			nfd, _, aerr = unix.Accept4(int(fd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+			// Linux's SCTP accept returns EINTR with a signal pending
+			// (the runtime's preemption), even without blocking: retry.
+			for {
+				nfd, _, aerr = unix.Accept4(int(fd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+				if aerr != unix.EINTR {
+					break
+				}
+			}
 			return aerr != unix.EAGAIN
 		})
 		if err == nil {
@@ -752,7 +767,7 @@ func (l *KernelListener) acceptLoop() {
 				return
 			default:
 			}
-			if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) || errors.Is(err, unix.ECONNABORTED) || errors.Is(err, unix.EINTR) {
+			if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) || errors.Is(err, unix.ECONNABORTED) {
 				l.cfg.Log.WithError(err).Warn("sctp: accept")
 				time.Sleep(10 * time.Millisecond)
 				continue
