@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/ddpstore/ddpstore/iwarp/mpa"
+	"github.com/ddpstore/ddpstore/iwarp/sctp"
 )
 
 // benchSizes are the message sizes every throughput benchmark runs, so that
@@ -184,7 +185,8 @@ func (c cpuClock) report(b *testing.B) {
 // BenchmarkRDMAWrite measures RDMA Write throughput with CRCs on, for each
 // size first with Markers off, then with Markers both ways ("1MiB-Markers"),
 // so that the two run next to each other; then over DDP/SCTP on userspace
-// SCTP ("1MiB-SCTP", sctp-udp).
+// SCTP ("1MiB-SCTP", sctp-udp) and on kernel SCTP where the kernel has it
+// ("1MiB-KernelSCTP").
 func BenchmarkRDMAWrite(b *testing.B) {
 	for _, sz := range benchSizes {
 		for _, markers := range []bool{false, true} {
@@ -210,7 +212,10 @@ func BenchmarkRDMAWrite(b *testing.B) {
 			})
 		}
 	}
-	benchWriteSCTP(b)
+	benchWriteSCTP(b, sctp.NetworkUDP, "-SCTP")
+	if sctp.KernelAvailable() {
+		benchWriteSCTP(b, sctp.NetworkKernel, "-KernelSCTP")
+	}
 }
 
 // BenchmarkRDMARead measures RDMA Read throughput: the data flows from the

@@ -29,9 +29,32 @@ func overNetwork(t *testing.T, network string, tests map[string]func(*testing.T)
 // TestSCTPUDP runs every RDMAP operation (Send and its variants, RDMA
 // Write, RDMA Read, Terminate with each error the peer can cause) over
 // userspace SCTP on UDP loopback, through the same tests as MPA/TCP.
-func TestSCTPUDP(t *testing.T) {
+func TestSCTPUDP(t *testing.T) { testSCTPNetwork(t, sctp.NetworkUDP) }
+
+// TestSCTPKernel is TestSCTPUDP over kernel SCTP on loopback. It runs
+// inside the vmlab guest (integration/sctp), whose kernel has SCTP; on a
+// kernel without it, it skips.
+func TestSCTPKernel(t *testing.T) {
+	needKernelSCTP(t)
+	testSCTPNetwork(t, sctp.NetworkKernel)
+}
+
+// needKernelSCTP skips without kernel SCTP, but fails inside the vmlab
+// guest, which has it.
+func needKernelSCTP(tb testing.TB) {
+	tb.Helper()
+	if sctp.KernelAvailable() {
+		return
+	}
+	if os.Getenv("VMLAB_GUEST") == "1" {
+		tb.Fatal("no kernel SCTP inside the vmlab guest (is sctp.ko loaded?)")
+	}
+	tb.Skip("this kernel has no SCTP: run inside the vmlab guest (integration/sctp)")
+}
+
+func testSCTPNetwork(t *testing.T, network string) {
 	g, fds := runtime.NumGoroutine(), openFDs(t)
-	overNetwork(t, sctp.NetworkUDP, sctpTests)
+	overNetwork(t, network, sctpTests)
 	// Every association, socket and goroutine is gone after Close.
 	for i := 0; i < 500 && (runtime.NumGoroutine() > g || openFDs(t) > fds); i++ {
 		time.Sleep(10 * time.Millisecond)
@@ -137,13 +160,14 @@ func TestSCTPReordered(t *testing.T) {
 	overNetwork(t, netPipe, sctpTests)
 }
 
-// benchWriteSCTP runs benchWrite's sizes over sctp-udp, named "<size>-SCTP"
-// (internal/benchratio compares them with BenchmarkTCPLoopback by size).
-func benchWriteSCTP(b *testing.B) {
-	testNet = sctp.NetworkUDP
+// benchWriteSCTP runs benchWrite's sizes over network, named
+// "<size><suffix>" (internal/benchratio compares them with
+// BenchmarkTCPLoopback by size).
+func benchWriteSCTP(b *testing.B, network, suffix string) {
+	testNet = network
 	defer func() { testNet = "tcp" }()
 	for _, sz := range benchSizes {
-		b.Run(sz.name+"-SCTP", func(b *testing.B) {
+		b.Run(sz.name+suffix, func(b *testing.B) {
 			ini, resp := benchPair(b, false)
 			wr := &SendWR{Op: OpWrite, SGL: []SGE{ini.sge(0, sz.n)}, RemoteSTag: resp.mr.STag(), RemoteTO: resp.mr.BaseTO()}
 			b.SetBytes(int64(sz.n))

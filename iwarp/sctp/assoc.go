@@ -27,6 +27,11 @@ type backend interface {
 	// unacked returns an upper bound on the chunks of the stream handed to
 	// SCTP and not yet acknowledged (section 10).
 	unacked(stream uint16) int
+	// ackNotify arms a notification of acknowledgment progress on the
+	// stream and returns the channel it comes on: after the call, any
+	// chunk of the stream acknowledged (one at least, or all: a backend
+	// may wait until SCTP has nothing outstanding) sends on it.
+	ackNotify(stream uint16) <-chan struct{}
 	// maxUserData returns the user data one DATA chunk carries without SCTP
 	// or IP fragmentation (section 9).
 	maxUserData() int

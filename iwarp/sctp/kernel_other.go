@@ -17,3 +17,6 @@ func DialKernel(ctx context.Context, addr string, cfg Config) (*Association, err
 
 // ListenKernel is not available on this system.
 func ListenKernel(addr string, cfg Config) (Listener, error) { return nil, ErrNoKernelSCTP }
+
+// KernelAvailable reports whether kernel SCTP can be used: never here.
+func KernelAvailable() bool { return false }

@@ -33,6 +33,9 @@ func Pipe(cfg PipeConfig) (a, b *Association) {
 	return newAssociation(x, c), newAssociation(y, c)
 }
 
+// closedChan is a notification that has always come already.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 type pipeMsg struct {
 	stream uint16
 	ppid   uint32
@@ -51,6 +54,7 @@ type pipeEnd struct {
 	done  chan struct{}
 	once  sync.Once
 	swaps atomic.Int64 // pairs delivered in reverse
+	hold  sync.Mutex   // held (by a test) to pause delivery
 }
 
 func (p *pipeEnd) start(a *Association) {
@@ -68,6 +72,8 @@ func (p *pipeEnd) start(a *Association) {
 				a.end(ErrLost)
 				return
 			}
+			p.hold.Lock()
+			p.hold.Unlock()
 			if p.cfg.Swap {
 				// With another chunk already queued behind this one,
 				// deliver that one first.
@@ -119,6 +125,7 @@ func (p *pipeEnd) write(stream uint16, ppid uint32, bufs [][]byte) error {
 }
 
 func (p *pipeEnd) unacked(uint16) int                 { return 0 }
+func (p *pipeEnd) ackNotify(uint16) <-chan struct{}   { return closedChan }
 func (p *pipeEnd) maxUserData() int                   { return p.cfg.MaxUserData }
 func (p *pipeEnd) streams() int                       { return p.cfg.Config.withDefaults().Streams }
 func (p *pipeEnd) inlineALI() bool                    { return false }

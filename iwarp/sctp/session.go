@@ -399,12 +399,15 @@ func (s *Session) WriteSegments(bufs [][]byte, ends []int) error {
 
 // waitWindow holds the sender while 32767 chunks of the stream may be
 // unacknowledged (section 10). It asks the backend only when the chunks
-// sent since it last did could have filled the window.
+// sent since it last did could have filled the window, and waits for the
+// backend's notification of acknowledgments (armed before it asks, so
+// none is missed) or the association's end.
 func (s *Session) waitWindow() error {
 	if s.since < MaxInFlight {
 		return nil
 	}
 	for {
+		acked := s.a.be.ackNotify(s.stream)
 		u := s.a.be.unacked(s.stream)
 		if s.win.Room(u) > 0 {
 			s.since = u
@@ -413,7 +416,7 @@ func (s *Session) waitWindow() error {
 		select {
 		case <-s.a.done:
 			return s.a.err
-		case <-time.After(time.Millisecond):
+		case <-acked:
 		}
 	}
 }

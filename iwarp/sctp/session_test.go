@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 )
@@ -22,11 +23,38 @@ func testCtx(t *testing.T) context.Context {
 // transports returns association pairs over each backend this machine
 // runs: the in-memory pipe (in order and swapped) and pion over UDP.
 func transports(t *testing.T) map[string]func(t *testing.T) (a, b *Association) {
-	return map[string]func(t *testing.T) (a, b *Association){
+	m := map[string]func(t *testing.T) (a, b *Association){
 		"pipe":    func(t *testing.T) (a, b *Association) { return Pipe(PipeConfig{}) },
 		"swapped": func(t *testing.T) (a, b *Association) { return Pipe(PipeConfig{Swap: true}) },
 		"udp":     udpPair,
 	}
+	if KernelAvailable() {
+		m["kernel"] = kernelPair
+	}
+	return m
+}
+
+// kernelPair is an association over kernel SCTP on loopback.
+func kernelPair(t *testing.T) (a, b *Association) {
+	l, err := ListenKernel("127.0.0.1:0", Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ch := make(chan *Association, 1)
+	go func() {
+		b, _ := l.Accept(testCtx(t))
+		ch <- b
+	}()
+	a, err = DialKernel(testCtx(t), l.Addr().String(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = <-ch
+	if b == nil {
+		t.Fatal("no association accepted")
+	}
+	return a, b
 }
 
 func udpPair(t *testing.T) (a, b *Association) {
@@ -313,16 +341,87 @@ func TestReorderedDelivery(t *testing.T) {
 		bufs[i] = []byte{byte(i >> 8), byte(i)}
 		ends[i] = i + 1
 	}
-	if err := s.WriteSegments(bufs, ends); err != nil {
+	// Delivery paused while they are written: they queue up, and the
+	// swapping pipe has pairs to swap whatever the scheduling.
+	pe := b.be.(*pipeEnd)
+	pe.hold.Lock()
+	err := s.WriteSegments(bufs, ends)
+	pe.hold.Unlock()
+	if err != nil {
 		t.Fatal(err)
-	}
-	if sw := b.be.(*pipeEnd).swaps.Load(); sw == 0 {
-		t.Fatal("the pipe delivered everything in order")
 	}
 	for i := range n {
 		seg, err := p.NextSegment()
 		if err != nil || int(seg[0])<<8|int(seg[1]) != i {
 			t.Fatalf("segment %d: %x %v", i, seg, err)
 		}
+	}
+	if sw := pe.swaps.Load(); sw == 0 {
+		t.Fatal("the pipe delivered everything in order")
+	}
+}
+
+// windowEnd is a pipe end whose SCTP reports a number of unacknowledged
+// chunks set by the test, and acknowledgments when the test says.
+type windowEnd struct {
+	*pipeEnd
+	mu    sync.Mutex
+	unack int
+	asked chan struct{} // a send for every unacked call
+	ackc  chan struct{}
+	armed int
+}
+
+func (w *windowEnd) unacked(uint16) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.asked <- struct{}{}
+	return w.unack
+}
+
+func (w *windowEnd) ackNotify(uint16) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.armed++
+	return w.ackc
+}
+
+// TestWindowWait: with 32767 chunks of the stream unacknowledged the
+// sender waits (section 10), and goes on at the backend's notification,
+// not by polling.
+func TestWindowWait(t *testing.T) {
+	a0, b := Pipe(PipeConfig{})
+	defer b.Abort()
+	w := &windowEnd{pipeEnd: a0.be.(*pipeEnd), asked: make(chan struct{}, 16), ackc: make(chan struct{}, 1)}
+	a0.be = w
+	defer a0.Abort()
+	s, p := establish(t, a0, b, 0, nil, nil)
+	w.mu.Lock()
+	w.unack = MaxInFlight
+	w.mu.Unlock()
+	s.wmu.Lock()
+	s.since = MaxInFlight
+	s.wmu.Unlock()
+	done := make(chan error, 1)
+	go func() { done <- s.WriteSegments([][]byte{{7}}, []int{1}) }()
+	<-w.asked // the sender found the window full
+	select {
+	case err := <-done:
+		t.Fatalf("the sender went on with the window full: %v", err)
+	default:
+	}
+	w.mu.Lock()
+	w.unack = MaxInFlight - 1
+	w.mu.Unlock()
+	w.ackc <- struct{}{}
+	<-w.asked
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if seg, err := p.NextSegment(); err != nil || len(seg) != 1 || seg[0] != 7 {
+		t.Fatalf("%x %v", seg, err)
+	}
+	if w.armed != 2 {
+		t.Fatalf("notification armed %d times, want 2 (once per check)", w.armed)
 	}
 }

@@ -43,6 +43,8 @@ type udpStream struct {
 	head  int
 	n     int
 	total uint64 // octets written
+	wbuf  []byte // a chunk given in pieces, joined (its session's wmu held)
+	ackc  chan struct{}
 }
 
 // pionLogs keeps pion quiet but for errors.
@@ -150,7 +152,13 @@ func (b *udpBackend) add(s *pion.Stream) *udpStream {
 		return us
 	}
 	s.SetReliabilityParams(true, pion.ReliabilityTypeReliable, 0)
-	us := &udpStream{s: s, sizes: make([]int, MaxInFlight+1)}
+	us := &udpStream{s: s, sizes: make([]int, MaxInFlight+1), ackc: make(chan struct{}, 1)}
+	s.OnBufferedAmountLow(func() {
+		select {
+		case us.ackc <- struct{}{}:
+		default:
+		}
+	})
 	b.strm[s.StreamIdentifier()] = us
 	a := b.a
 	a.wg.Add(1)
@@ -201,7 +209,7 @@ func (b *udpBackend) stream(id uint16) (*udpStream, error) {
 	return b.strm[id], nil
 }
 
-// write copies the chunk into one buffer (pion takes a single slice, and
+// write joins the chunk into one buffer (pion takes a single slice, and
 // copies it again into its chunks).
 func (b *udpBackend) write(stream uint16, ppid uint32, bufs [][]byte) error {
 	us, err := b.stream(stream)
@@ -212,14 +220,16 @@ func (b *udpBackend) write(stream uint16, ppid uint32, bufs [][]byte) error {
 	for _, p := range bufs {
 		n += len(p)
 	}
-	var msg []byte
-	if len(bufs) == 1 {
-		msg = bufs[0]
-	} else {
-		msg = make([]byte, 0, n)
+	// pion copies the message into the chunks it makes (Stream.packetize),
+	// so the joined copy is reused: one buffer per stream, whose writes
+	// its session serializes.
+	msg := bufs[0]
+	if len(bufs) > 1 {
+		us.wbuf = us.wbuf[:0]
 		for _, p := range bufs {
-			msg = append(msg, p...)
+			us.wbuf = append(us.wbuf, p...)
 		}
+		msg = us.wbuf
 	}
 	if _, err := us.s.WriteSCTP(msg, pion.PayloadProtocolIdentifier(ppid)); err != nil {
 		return err
@@ -255,6 +265,24 @@ func (b *udpBackend) unacked(stream uint16) int {
 		us.n--
 	}
 	return us.n
+}
+
+// ackNotify sets the stream's low threshold one octet under what pion
+// holds now: pion calls OnBufferedAmountLow when an acknowledged chunk
+// takes the amount across it.
+func (b *udpBackend) ackNotify(stream uint16) <-chan struct{} {
+	b.mu.Lock()
+	us := b.strm[stream]
+	b.mu.Unlock()
+	if us == nil {
+		return closedChan
+	}
+	select {
+	case <-us.ackc: // a notification from before: stale
+	default:
+	}
+	us.s.SetBufferedAmountLowThreshold(max(us.s.BufferedAmount(), 1) - 1)
+	return us.ackc
 }
 
 func (b *udpBackend) maxUserData() int {
