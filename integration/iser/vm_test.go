@@ -8,10 +8,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ddpstore/ddpstore/integration/vmlab"
 )
 
 // What the host puts in the shared directory for the guest (guest_test.go
@@ -38,93 +39,33 @@ func TestLinuxInitiator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: not booting the vmlab guest")
 	}
-	vmlab := findVMLab(t)
-	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil || !built() {
-		if os.Geteuid() != 0 {
-			t.Skip("the vmlab guest is not built and building it needs root (apt-get)")
-		}
-		t.Log("building the vmlab guest (once; cached under ~/.cache/vmlab)")
-		out, err := exec.Command(filepath.Join(vmlab, "build-vm.sh")).CombinedOutput()
-		if err != nil {
-			t.Fatalf("build-vm.sh: %v\n%s", err, out)
-		}
-	}
+	lab := vmlab.Dir(t)
+	vmlab.Ensure(t, lab)
 	dir := t.TempDir()
 	copyModules(t, filepath.Join(dir, modulesDir))
 	copyOpenISCSI(t, filepath.Join(dir, iscsiDir))
-
-	build := exec.Command("go", "test", "-c", "-o", filepath.Join(dir, guestBinary), ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the guest test binary: %v\n%s", err, out)
-	}
-	cmd := exec.Command(filepath.Join(vmlab, "run-vm.sh"), "-d", dir, "-t", "300", "--",
-		"./"+guestBinary, "-test.v", "-test.run", "^TestGuest")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	vmlab.BuildTest(t, ".", filepath.Join(dir, guestBinary))
 	start := time.Now()
-	err := cmd.Run()
-	t.Logf("guest output (%.0f s):\n%s", time.Since(start).Seconds(), out.String())
-	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 125 && bytes.Contains(out.Bytes(), []byte("qemu")) {
-		t.Skipf("qemu could not run the guest: %s", out.String())
-	}
+	out, err := vmlab.Run(t, lab, "-d", dir, "-t", "300", "--", "./"+guestBinary, "-test.v", "-test.run", "^TestGuest")
+	t.Logf("guest output (%.0f s):\n%s", time.Since(start).Seconds(), out)
 	if err != nil {
 		t.Fatalf("guest test: %v (exit 124 is run-vm.sh's 300 s limit)", err)
 	}
-	if !bytes.Contains(out.Bytes(), []byte("--- PASS: TestGuestLinuxInitiator")) {
+	if !bytes.Contains(out, []byte("--- PASS: TestGuestLinuxInitiator")) {
 		t.Fatal("TestGuestLinuxInitiator did not pass in the guest")
 	}
-}
-
-// vmlabDir is build-vm.sh's cache directory.
-func vmlabDir() string {
-	if dir := os.Getenv("VMLAB_DIR"); dir != "" {
-		return dir
-	}
-	base := os.Getenv("XDG_CACHE_HOME")
-	if base == "" {
-		home, _ := os.UserHomeDir()
-		base = filepath.Join(home, ".cache")
-	}
-	return filepath.Join(base, "vmlab")
-}
-
-// built reports whether build-vm.sh's outputs exist.
-func built() bool {
-	for _, f := range []string{"vmlinuz", "initramfs.img"} {
-		if _, err := os.Stat(filepath.Join(vmlabDir(), "out", f)); err != nil {
-			return false
-		}
-	}
-	return true
-}
-
-// findVMLab locates ../shared/vmlab beside the repository.
-func findVMLab(t *testing.T) string {
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
-	for _, p := range []string{os.Getenv("VMLAB_HOME"), filepath.Join(root, "..", "shared", "vmlab")} {
-		if p == "" {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(p, "run-vm.sh")); err == nil {
-			return p
-		}
-	}
-	t.Skip("no shared/vmlab beside the repository (set VMLAB_HOME to its directory)")
-	return ""
 }
 
 // guestKABI is the guest kernel's release, from build-vm.sh's manifest
 // ("kernel:   linux-image-6.1.0-56-amd64 6.1.192-2 ...").
 func guestKABI(t *testing.T) string {
-	b, err := os.ReadFile(filepath.Join(vmlabDir(), "out", "manifest.txt"))
+	b, err := os.ReadFile(filepath.Join(vmlab.CacheDir(), "out", "manifest.txt"))
 	if err != nil {
 		t.Fatalf("the guest's kernel release: %v", err)
 	}
 	m := regexp.MustCompile(`(?m)^kernel:\s+linux-image-(\S+)`).FindSubmatch(b)
 	if m == nil {
-		t.Fatalf("no kernel line in %s/out/manifest.txt", vmlabDir())
+		t.Fatalf("no kernel line in %s/out/manifest.txt", vmlab.CacheDir())
 	}
 	return string(m[1])
 }
@@ -137,7 +78,7 @@ func guestKABI(t *testing.T) string {
 // directory's copy, or the package itself, downloaded with apt-get.
 func guestModuleTree(t *testing.T) string {
 	kabi := guestKABI(t)
-	tree := filepath.Join(vmlabDir(), "work", "kernel-"+kabi, "lib", "modules", kabi)
+	tree := filepath.Join(vmlab.CacheDir(), "work", "kernel-"+kabi, "lib", "modules", kabi)
 	if _, err := os.Stat(filepath.Join(tree, "modules.dep")); err == nil {
 		return tree
 	}

@@ -49,19 +49,24 @@ func Ensure(t testing.TB, dir string) {
 	}
 }
 
+// CacheDir is build-vm.sh's work and output directory: $VMLAB_DIR, else
+// vmlab under the user's cache directory.
+func CacheDir() string {
+	if dir := os.Getenv("VMLAB_DIR"); dir != "" {
+		return dir
+	}
+	base := os.Getenv("XDG_CACHE_HOME")
+	if base == "" {
+		home, _ := os.UserHomeDir()
+		base = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(base, "vmlab")
+}
+
 // Built reports whether build-vm.sh's outputs exist.
 func Built() bool {
-	dir := os.Getenv("VMLAB_DIR")
-	if dir == "" {
-		base := os.Getenv("XDG_CACHE_HOME")
-		if base == "" {
-			home, _ := os.UserHomeDir()
-			base = filepath.Join(home, ".cache")
-		}
-		dir = filepath.Join(base, "vmlab")
-	}
 	for _, f := range []string{"vmlinuz", "initramfs.img"} {
-		if _, err := os.Stat(filepath.Join(dir, "out", f)); err != nil {
+		if _, err := os.Stat(filepath.Join(CacheDir(), "out", f)); err != nil {
 			return false
 		}
 	}
