@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ddpstore/ddpstore/blockdev"
+	"github.com/ddpstore/ddpstore/integration/vmlab"
 	"github.com/ddpstore/ddpstore/iwarp"
 	"github.com/ddpstore/ddpstore/transport/login"
 	"github.com/ddpstore/ddpstore/transport/lu"
@@ -372,7 +373,7 @@ func startISCSID(t *testing.T) *openISCSI {
 		}
 	}
 	cmd := o.command("iscsid", "-f", "-n", "-d", "1", "-c", "/etc/iscsi/iscsid.conf", "-i", "/etc/iscsi/initiatorname.iscsi")
-	var out syncBuffer
+	var out vmlab.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	// iscsid's SIGTERM handler signals its whole process group: keep
 	// this test out of it.
@@ -409,23 +410,6 @@ func startISCSID(t *testing.T) *openISCSI {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // findDisk waits for the SCSI disk of the iSCSI session to appear and

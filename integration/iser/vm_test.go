@@ -33,14 +33,7 @@ var guestModules = []string{"ib_iser", "sd_mod"}
 // missing) and runs TestGuestLinuxInitiator inside it: our iSER target in
 // the test process, Linux's ib_iser + open-iscsi logging in to it over siw.
 func TestLinuxInitiator(t *testing.T) {
-	if os.Getenv("VMLAB_GUEST") == "1" {
-		t.Skip("inside the guest: the TestGuest* tests run here")
-	}
-	if testing.Short() {
-		t.Skip("-short: not booting the vmlab guest")
-	}
-	lab := vmlab.Dir(t)
-	vmlab.Ensure(t, lab)
+	lab := vmlab.Host(t)
 	dir := t.TempDir()
 	copyModules(t, filepath.Join(dir, modulesDir))
 	copyOpenISCSI(t, filepath.Join(dir, iscsiDir))

@@ -44,14 +44,7 @@ var benchArgs = []string{"-test.run", "^$", "-test.bench", "^(BenchmarkRDMAWrite
 // benchmark. It fails unless every test listed in guestRuns passed; it
 // skips, saying why, only when the guest cannot run.
 func TestKernelSCTP(t *testing.T) {
-	if os.Getenv("VMLAB_GUEST") == "1" {
-		t.Skip("inside the guest: the test binaries run here")
-	}
-	if testing.Short() {
-		t.Skip("-short: not booting the vmlab guest")
-	}
-	lab := vmlab.Dir(t)
-	vmlab.Ensure(t, lab)
+	lab := vmlab.Host(t)
 	dir := t.TempDir()
 	var script strings.Builder
 	script.WriteString("set -u\n")

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ddpstore/ddpstore/integration/vmlab"
 )
 
 // This file holds what the TestGuest* tests share inside the vmlab guest:
@@ -81,28 +83,9 @@ func siwParams(t *testing.T, set map[string]string) {
 type proc struct {
 	name string
 	cmd  *exec.Cmd
-	out  syncBuffer
+	out  vmlab.SyncBuffer
 	done chan struct{}
 	err  error // valid after done
-}
-
-// syncBuffer is a bytes.Buffer that a child's output and the test may use
-// at the same time.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func startProc(t *testing.T, name string, args ...string) *proc {

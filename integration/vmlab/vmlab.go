@@ -10,8 +10,44 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"testing"
 )
+
+// Host is where a host-side test that boots the guest starts: it skips
+// inside the guest (the guest-side tests run there) and under -short, and
+// otherwise returns the lab's directory with the guest built (Dir, Ensure).
+func Host(t testing.TB) string {
+	t.Helper()
+	if os.Getenv("VMLAB_GUEST") == "1" {
+		t.Skip("inside the guest: the guest-side tests run here")
+	}
+	if testing.Short() {
+		t.Skip("-short: not booting the vmlab guest")
+	}
+	lab := Dir(t)
+	Ensure(t, lab)
+	return lab
+}
+
+// SyncBuffer is a bytes.Buffer that a child process's output and the test
+// may use at the same time.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
 
 // Dir locates shared/vmlab: $VMLAB_HOME, or ../shared/vmlab beside the
 // repository. Without it the test skips.
