@@ -52,3 +52,16 @@ func MaxSessionPrivateData(network string) int {
 	}
 	return MaxPrivateData
 }
+
+// acceptFrom returns the next association queued on assoc, ErrClosed once
+// done is closed, or ctx's error: the Accept of every listener.
+func acceptFrom(ctx context.Context, assoc <-chan *Association, done <-chan struct{}) (*Association, error) {
+	select {
+	case a := <-assoc:
+		return a, nil
+	case <-done:
+		return nil, ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}

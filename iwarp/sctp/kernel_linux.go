@@ -808,14 +808,7 @@ func (l *KernelListener) handshake(fd int) {
 
 // Accept returns the next association set up by a peer.
 func (l *KernelListener) Accept(ctx context.Context) (*Association, error) {
-	select {
-	case a := <-l.assoc:
-		return a, nil
-	case <-l.done:
-		return nil, ErrClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	return acceptFrom(ctx, l.assoc, l.done)
 }
 
 // Close stops accepting and aborts the associations not yet accepted;

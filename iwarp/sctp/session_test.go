@@ -40,35 +40,27 @@ func kernelPair(t *testing.T) (a, b *Association) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	ch := make(chan *Association, 1)
-	go func() {
-		b, _ := l.Accept(testCtx(t))
-		ch <- b
-	}()
-	a, err = DialKernel(testCtx(t), l.Addr().String(), Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b = <-ch
-	if b == nil {
-		t.Fatal("no association accepted")
-	}
-	return a, b
+	return pairOver(t, l, DialKernel)
 }
 
+// udpPair is an association over pion's SCTP on UDP on loopback.
 func udpPair(t *testing.T) (a, b *Association) {
 	l, err := ListenUDP("127.0.0.1:0", Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return pairOver(t, l, DialUDP)
+}
+
+// pairOver accepts one association on l while dialling it, then closes l.
+func pairOver(t *testing.T, l Listener, dial func(context.Context, string, Config) (*Association, error)) (a, b *Association) {
 	defer l.Close()
 	ch := make(chan *Association, 1)
 	go func() {
 		b, _ := l.Accept(testCtx(t))
 		ch <- b
 	}()
-	a, err = DialUDP(testCtx(t), l.Addr().String(), Config{})
+	a, err := dial(testCtx(t), l.Addr().String(), Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

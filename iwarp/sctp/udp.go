@@ -357,14 +357,7 @@ func (l *UDPListener) Addr() net.Addr { return l.pc.LocalAddr() }
 
 // Accept returns the next association set up by a peer.
 func (l *UDPListener) Accept(ctx context.Context) (*Association, error) {
-	select {
-	case a := <-l.assoc:
-		return a, nil
-	case <-l.done:
-		return nil, ErrClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	return acceptFrom(ctx, l.assoc, l.done)
 }
 
 // Close stops accepting; associations already accepted go on until they
