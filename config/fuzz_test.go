@@ -24,32 +24,40 @@ func FuzzParseTarget(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got, err := ParseTarget("fuzz.yaml", data)
-		if err != nil {
-			if got != nil {
-				t.Fatalf("ParseTarget returned both a Target and %v", err)
-			}
-			lines := len(lineEnds(data)) + 1 // + 1: a node may sit after a final line break
-			for _, e := range defects(t, err) {
-				if e.File != "fuzz.yaml" || e.Line < 0 || e.Line > lines || e.Msg == "" {
-					t.Fatalf("defect %#v is outside the file of %d lines", e, lines)
-				}
-			}
-			return
-		}
-		out, err := got.Marshal()
-		if err != nil {
-			t.Fatalf("Marshal of an accepted configuration: %v", err)
-		}
-		again, err := ParseTarget("marshaled.yaml", out)
-		if err != nil {
-			t.Fatalf("Marshal output rejected: %v\ninput:\n%s\noutput:\n%s", err, data, out)
-		}
-		if !reflect.DeepEqual(got, again) {
-			t.Fatalf("round trip changed the configuration:\n%#v\n%#v\ninput:\n%s\noutput:\n%s", got, again, data, out)
-		}
-		if out2, err := again.Marshal(); err != nil || !bytes.Equal(out, out2) {
-			t.Fatalf("Marshal is not stable (%v):\n%s\n---\n%s", err, out, out2)
-		}
+		checkParse(t, data, ParseTarget, (*Target).Marshal)
 	})
+}
+
+// checkParse is the property both configurations' fuzzers check: parse
+// either accepts data, and then Marshal gives a document that parses to
+// the same configuration and marshals to the same octets, or returns only
+// defects that name this file and a line inside it.
+func checkParse[C any](t *testing.T, data []byte, parse func(string, []byte) (*C, error), marshal func(*C) ([]byte, error)) {
+	got, err := parse("fuzz.yaml", data)
+	if err != nil {
+		if got != nil {
+			t.Fatalf("parse returned both a configuration and %v", err)
+		}
+		lines := len(lineEnds(data)) + 1 // + 1: a node may sit after a final line break
+		for _, e := range defects(t, err) {
+			if e.File != "fuzz.yaml" || e.Line < 0 || e.Line > lines || e.Msg == "" {
+				t.Fatalf("defect %#v is outside the file of %d lines", e, lines)
+			}
+		}
+		return
+	}
+	out, err := marshal(got)
+	if err != nil {
+		t.Fatalf("Marshal of an accepted configuration: %v", err)
+	}
+	again, err := parse("marshaled.yaml", out)
+	if err != nil {
+		t.Fatalf("Marshal output rejected: %v\ninput:\n%s\noutput:\n%s", err, data, out)
+	}
+	if !reflect.DeepEqual(got, again) {
+		t.Fatalf("round trip changed the configuration:\n%#v\n%#v\ninput:\n%s\noutput:\n%s", got, again, data, out)
+	}
+	if out2, err := marshal(again); err != nil || !bytes.Equal(out, out2) {
+		t.Fatalf("Marshal is not stable (%v):\n%s\n---\n%s", err, out, out2)
+	}
 }

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bytes"
 	"reflect"
 	"strings"
 	"testing"
@@ -26,33 +25,7 @@ func FuzzParseInitiator(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got, err := ParseInitiator("fuzz.yaml", data)
-		if err != nil {
-			if got != nil {
-				t.Fatalf("ParseInitiator returned both an Initiator and %v", err)
-			}
-			lines := len(lineEnds(data)) + 1 // + 1: a node may sit after a final line break
-			for _, e := range defects(t, err) {
-				if e.File != "fuzz.yaml" || e.Line < 0 || e.Line > lines || e.Msg == "" {
-					t.Fatalf("defect %#v is outside the file of %d lines", e, lines)
-				}
-			}
-			return
-		}
-		out, err := got.Marshal()
-		if err != nil {
-			t.Fatalf("Marshal of an accepted configuration: %v", err)
-		}
-		again, err := ParseInitiator("marshaled.yaml", out)
-		if err != nil {
-			t.Fatalf("Marshal output rejected: %v\ninput:\n%s\noutput:\n%s", err, data, out)
-		}
-		if !reflect.DeepEqual(got, again) {
-			t.Fatalf("round trip changed the configuration:\n%#v\n%#v\ninput:\n%s\noutput:\n%s", got, again, data, out)
-		}
-		if out2, err := again.Marshal(); err != nil || !bytes.Equal(out, out2) {
-			t.Fatalf("Marshal is not stable (%v):\n%s\n---\n%s", err, out, out2)
-		}
+		checkParse(t, data, ParseInitiator, (*Initiator).Marshal)
 	})
 }
 
