@@ -65,3 +65,16 @@ func acceptFrom(ctx context.Context, assoc <-chan *Association, done <-chan stru
 		return nil, ctx.Err()
 	}
 }
+
+// abortQueued aborts the associations a closed listener set up but nobody
+// accepted.
+func abortQueued(assoc <-chan *Association) {
+	for {
+		select {
+		case a := <-assoc:
+			a.Abort()
+		default:
+			return
+		}
+	}
+}

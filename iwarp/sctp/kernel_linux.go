@@ -819,12 +819,6 @@ func (l *KernelListener) Close() error {
 		l.f.Close()
 	})
 	l.wg.Wait()
-	for {
-		select {
-		case a := <-l.assoc:
-			a.Abort()
-		default:
-			return nil
-		}
-	}
+	abortQueued(l.assoc)
+	return nil
 }

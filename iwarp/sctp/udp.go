@@ -372,14 +372,8 @@ func (l *UDPListener) Close() error {
 		l.mu.Unlock()
 	})
 	l.wg.Wait()
-	for {
-		select {
-		case a := <-l.assoc:
-			a.Abort()
-		default:
-			return nil
-		}
-	}
+	abortQueued(l.assoc)
+	return nil
 }
 
 func (l *UDPListener) getBuf() []byte {
