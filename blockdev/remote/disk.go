@@ -136,7 +136,8 @@ func (d *Disk) Read(ctx context.Context, off int64, n int) (*Slot, error) {
 }
 
 // ReadAt reads into p, copying from the slot: for callers that have their
-// own buffer (tests, tools). It follows io.ReaderAt.
+// own buffer (tests, tools). It follows io.ReaderAt: a read across the end
+// returns what there is and io.EOF (from Read, on the next piece).
 func (d *Disk) ReadAt(p []byte, off int64) (int, error) {
 	done := 0
 	for done < len(p) {
@@ -145,11 +146,7 @@ func (d *Disk) ReadAt(p []byte, off int64) (int, error) {
 			return done, err
 		}
 		done += copy(p[done:], sl.Bytes())
-		short := len(sl.Bytes()) == 0
 		sl.Release()
-		if short {
-			return done, io.EOF
-		}
 	}
 	return done, nil
 }
