@@ -46,6 +46,7 @@ type conn struct {
 	asyncDone  []int32
 	asyncSpare []int32
 	stopped    bool // wake is closed (under asyncMu)
+	running    int  // slow commands started and not yet taken back (the connection's own count)
 	workers    sync.WaitGroup
 
 	lt                   *login.Target

@@ -252,6 +252,7 @@ func slow(op byte) bool { return op == 0x35 || op == 0x91 }
 func (c *conn) runAsync(ti int32) {
 	t := &c.tasks[ti]
 	t.state = stRunning
+	c.running++
 	tgt := c.tgt
 	c.workers.Add(1)
 	go func() {
@@ -266,11 +267,15 @@ func (c *conn) runAsync(ti int32) {
 
 // finishAsync moves the tasks whose goroutines are done on to respond.
 func (c *conn) finishAsync() error {
+	if c.running == 0 {
+		return nil // the usual case: no lock on the loop's every turn
+	}
 	c.asyncMu.Lock()
 	done := c.asyncDone
 	c.asyncDone = c.asyncSpare[:0]
 	c.asyncSpare = done
 	c.asyncMu.Unlock()
+	c.running -= len(done)
 	for _, ti := range done {
 		c.tasks[ti].state = stRespond
 		if err := c.advance(ti); err != nil {
