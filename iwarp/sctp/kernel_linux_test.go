@@ -108,7 +108,11 @@ func TestKernelAdaptationIndication(t *testing.T) {
 			defer l.Close()
 			fd := rawPeer(t, tt.ali)
 			ap := netip.MustParseAddrPort(l.Addr().String())
-			if err := unix.Connect(fd, &unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())}); err != nil {
+			err = unix.Connect(fd, &unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())})
+			// The listener may abort the association before the peer's
+			// connect returns: that is the refusal this case wants.
+			aborted := !tt.ok && (err == unix.ECONNREFUSED || err == unix.ECONNRESET)
+			if err != nil && !aborted {
 				t.Fatal(err)
 			}
 			if tt.ok {
@@ -121,10 +125,12 @@ func TestKernelAdaptationIndication(t *testing.T) {
 			}
 			// The listener aborts the association: the peer reads an error
 			// (ECONNRESET) or the end.
-			buf := make([]byte, 64)
-			n, err := unix.Read(fd, buf)
-			if err == unix.EAGAIN || (err == nil && n > 0) {
-				t.Fatalf("the association with indication %#x was not ended: %d octets, %v", tt.ali, n, err)
+			if !aborted {
+				buf := make([]byte, 64)
+				n, err := unix.Read(fd, buf)
+				if err == unix.EAGAIN || (err == nil && n > 0) {
+					t.Fatalf("the association with indication %#x was not ended: %d octets, %v", tt.ali, n, err)
+				}
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 			defer cancel()
