@@ -28,85 +28,85 @@ const benchDepth = 16
 // loopback, moving the same sizes with the same writes and reads.
 func BenchmarkTCPLoopback(b *testing.B) {
 	for _, sz := range benchSizes {
-		b.Run(sz.name, func(b *testing.B) { benchTCP(b, sz.n, false) })
+		b.Run(sz.name, func(b *testing.B) { benchTCP(b, sz.n, tcpPlain) })
 	}
 }
 
-// BenchmarkTCPLoopbackMarkerSplit is the limit for direct placement with
-// Markers: the same plain TCP transfer, the receiver reading the way
-// Deframer.PlanDirect plans a read with Markers, 508 octets into the
-// destination and 4 into a Marker slot for every 512 octets of stream, about
-// a 64 KiB FPDU per readv. Beside BenchmarkTCPLoopback it shows what the
-// kernel alone charges for those iovecs, before any MPA work.
+// BenchmarkTCPLoopbackMarkerSplit is one floor for Markers: the same plain
+// TCP transfer, the receiver reading payload straight into place the only
+// way the kernel can skip Markers for it, with 508 octets into the
+// destination and 4 into a Marker slot for every 512 octets of stream.
+// Beside BenchmarkTCPLoopback it shows what the kernel alone charges for
+// those iovecs, before any MPA work. (Splitting the sender's writev at the
+// Markers instead of copying costs even more.)
 func BenchmarkTCPLoopbackMarkerSplit(b *testing.B) {
 	for _, sz := range benchSizes {
-		b.Run(sz.name, func(b *testing.B) { benchTCP(b, sz.n, true) })
+		b.Run(sz.name, func(b *testing.B) { benchTCP(b, sz.n, tcpSplit) })
 	}
 }
 
-// benchTCP moves b.N buffers of n octets over loopback TCP; split makes the
-// receiver read as a direct read with Markers does.
-func benchTCP(b *testing.B, n int, split bool) {
+// BenchmarkTCPLoopbackMarkerCopy is the other floor for Markers, the one the
+// engine takes: the sender copies the payload into a staging buffer with a
+// 4-octet gap every 512 octets and writes it as one iovec; the receiver
+// reads it into place as one iovec and squeezes the gaps out in place. It
+// is plain TCP plus the one copy at each end that inserting and removing
+// Markers costs at the least, with no MPA work (no CRC, no checks).
+func BenchmarkTCPLoopbackMarkerCopy(b *testing.B) {
+	for _, sz := range benchSizes {
+		b.Run(sz.name, func(b *testing.B) { benchTCP(b, sz.n, tcpCopy) })
+	}
+}
+
+// How benchTCP's ends treat the stream.
+const (
+	tcpPlain = iota
+	tcpSplit
+	tcpCopy
+)
+
+// benchTCP moves b.N buffers of n octets over loopback TCP, in FPDU-sized
+// pieces of about 64 KiB for tcpSplit and tcpCopy.
+func benchTCP(b *testing.B, n int, mode int) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer ln.Close()
-	// The receiver's buffer and, for split, its iovecs: 508 octets of
-	// destination, then a Marker slot, over and over.
-	rbuf := make([]byte, n)
-	const piece = mpa.MarkerInterval - mpa.MarkerSize
-	slots := make([]byte, mpa.MarkerSize*(n/piece+1))
-	var plan [][]byte
-	for off, k := 0, 0; off < n; off, k = off+piece, k+mpa.MarkerSize {
-		plan = append(plan, rbuf[off:min(off+piece, n)], slots[k:k+mpa.MarkerSize])
-	}
-	work := make([][]byte, len(plan))
+	const (
+		piece = mpa.MarkerInterval - mpa.MarkerSize
+		fpdu  = 128 * piece // payload per FPDU-sized piece
+	)
+	wire := func(k int) int { return k + mpa.MarkerSize*((k+piece-1)/piece) }
 	done := make(chan error, 1)
 	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			done <- err
-			return
-		}
-		defer c.Close()
-		if !split {
-			for {
-				if _, err := io.ReadFull(c, rbuf); err != nil {
-					done <- nil
-					return
-				}
-			}
-		}
-		s, err := newSock(c.(*net.TCPConn))
-		if err != nil {
-			done <- err
-			return
-		}
-		var cur [][]byte
-		for {
-			if len(cur) == 0 { // advance consumes cur in place
-				cur = work[:copy(work, plan)]
-			}
-			got, err := s.readv(cur[:min(len(cur), 2*(64<<10)/mpa.MarkerInterval)])
-			if err != nil {
-				done <- nil
-				return
-			}
-			cur = advance(cur, got)
-		}
+		done <- recvTCP(ln, n, mode)
 	}()
 	c, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		b.Fatal(err)
 	}
 	buf := make([]byte, n)
+	stage := make([]byte, wire(n))
 	b.SetBytes(int64(n))
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu := startCPU()
 	for range b.N {
-		if _, err := c.Write(buf); err != nil {
+		if mode != tcpCopy {
+			if _, err := c.Write(buf); err != nil {
+				b.Fatal(err)
+			}
+			continue
+		}
+		w := 0
+		for off := 0; off < n; off += fpdu {
+			p := buf[off:min(off+fpdu, n)]
+			for i := 0; i < len(p); i += piece {
+				w += mpa.MarkerSize // the Marker's octets: left as they are
+				w += copy(stage[w:], p[i:min(i+piece, len(p))])
+			}
+		}
+		if _, err := c.Write(stage[:w]); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -115,6 +115,66 @@ func benchTCP(b *testing.B, n int, split bool) {
 		b.Fatal(err)
 	}
 	cpu.report(b)
+}
+
+// recvTCP is benchTCP's receiver: it reads until the sender closes.
+func recvTCP(ln net.Listener, n, mode int) error {
+	const (
+		piece = mpa.MarkerInterval - mpa.MarkerSize
+		fpdu  = 128 * piece
+	)
+	c, err := ln.Accept()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	rbuf := make([]byte, n+mpa.MarkerSize*(n/piece+1))
+	switch mode {
+	case tcpPlain:
+		for {
+			if _, err := io.ReadFull(c, rbuf[:n]); err != nil {
+				return nil
+			}
+		}
+	case tcpCopy:
+		// Each FPDU-sized piece lands at its place in rbuf with its gaps,
+		// then moves down over them.
+		for {
+			for off := 0; off < n; off += fpdu {
+				k := min(fpdu, n-off)
+				w := k + mpa.MarkerSize*((k+piece-1)/piece)
+				if _, err := io.ReadFull(c, rbuf[off:off+w]); err != nil {
+					return nil
+				}
+				for i, j := 0, off+mpa.MarkerSize; j < off+w; i, j = i+piece, j+mpa.MarkerInterval {
+					copy(rbuf[off+i:], rbuf[j:min(j+piece, off+w)])
+				}
+			}
+		}
+	}
+	// tcpSplit: 508 octets of destination, then a Marker slot, over and
+	// over, about one FPDU per readv.
+	s, err := newSock(c.(*net.TCPConn))
+	if err != nil {
+		return err
+	}
+	slots := make([]byte, mpa.MarkerSize*(n/piece+1))
+	var plan [][]byte
+	for off, k := 0, 0; off < n; off, k = off+piece, k+mpa.MarkerSize {
+		plan = append(plan, rbuf[off:min(off+piece, n)], slots[k:k+mpa.MarkerSize])
+	}
+	work := make([][]byte, len(plan))
+	var cur [][]byte
+	for {
+		if len(cur) == 0 { // advance consumes cur in place
+			cur = work[:copy(work, plan)]
+		}
+		got, err := s.readv(cur[:min(len(cur), 2*(64<<10)/mpa.MarkerInterval)])
+		if err != nil {
+			return nil
+		}
+		cur = advance(cur, got)
+	}
 }
 
 // benchPair connects two ends for a benchmark.

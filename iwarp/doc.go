@@ -11,7 +11,8 @@
 // Each connected QP runs two goroutines. The receiver parses FPDU and DDP
 // headers from a small staging buffer, validates every segment (RFC 5041
 // 7.1, RFC 5040) before placing it, and reads the payload straight from the
-// socket into its registered buffer with readv. The sender segments work
+// socket into its registered buffer with readv (with Markers, it then
+// squeezes them out of that buffer in place). The sender segments work
 // requests to the MULPDU of the connection's current EMSS and hands FPDUs of
 // many requests to TCP in one writev whose payload iovecs point into the
 // registered buffers; with Markers it copies the FPDUs, Markers and all, into

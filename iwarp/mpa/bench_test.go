@@ -84,15 +84,11 @@ func benchDeframe(b *testing.B, ulen int, markers, crc, direct bool) {
 		i++
 		for {
 			if direct && d.Remaining() > 0 {
-				// Pretend readv filled the plan: only Marker slots need
-				// their octets; the payload already sits in dst.
+				// Fill the plan as readv would.
 				buf := dst[:d.Remaining()]
 				plan = d.PlanDirect(plan[:0], buf)
 				for _, v := range plan {
-					if len(v) <= MarkerSize && len(v) < len(buf) {
-						copy(v, raw)
-					}
-					raw = raw[len(v):]
+					raw = raw[copy(v, raw):]
 				}
 				if err := d.CommitDirect(buf); err != nil && crc {
 					_ = err // payload in dst is zero like the stream's: CRC holds

@@ -26,19 +26,3 @@ func crcUpdate(sum uint32, b []byte) uint32 {
 	}
 	return crc32.Update(sum, castagnoli, b)
 }
-
-// crcMarked extends a running CRC32c over whole Marker intervals whose
-// payload was placed apart from their Markers: marks[4i:4i+4] then
-// p[508i:508i+508] for each i (len(p) = 508n, len(marks) = 4n). It is
-// crcUpdate over the stream octets in order, without gathering them.
-func crcMarked(sum uint32, p, marks []byte) uint32 {
-	if haveFold && len(p) > 0 {
-		return foldMarked(^sum, p, marks)
-	}
-	for i := 0; i < len(marks); i += MarkerSize {
-		sum = crc32.Update(sum, castagnoli, marks[i:i+MarkerSize])
-		sum = crc32.Update(sum, castagnoli, p[:MarkerInterval-MarkerSize])
-		p = p[MarkerInterval-MarkerSize:]
-	}
-	return sum
-}

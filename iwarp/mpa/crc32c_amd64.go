@@ -13,11 +13,3 @@ var haveFold = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VPC
 //
 //go:noescape
 func fold(reg uint32, p []byte) uint32
-
-// foldMarked returns the CRC32c, from the raw register reg, of n whole
-// Marker intervals: marks[4i:4i+4] then p[508i:508i+508] for each i, with
-// len(p) = 508n and len(marks) = 4n, n >= 1. It reads p in place, so that
-// a receiver checks the CRC of directly placed payload in one pass.
-//
-//go:noescape
-func foldMarked(reg uint32, p, marks []byte) uint32
