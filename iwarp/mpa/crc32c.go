@@ -1,6 +1,9 @@
 package mpa
 
-import "hash/crc32"
+import (
+	"hash/crc32"
+	"unsafe"
+)
 
 // castagnoli is the CRC32c table; hash/crc32 uses the CPU's CRC32
 // instruction when handed this exact table.
@@ -25,4 +28,48 @@ func crcUpdate(sum uint32, b []byte) uint32 {
 		return fold(^sum, b)
 	}
 	return crc32.Update(sum, castagnoli, b)
+}
+
+// crcSqueeze extends a running CRC32c over src, whole Marker intervals
+// (len(src) a multiple of 512, each a Marker then 508 octets), and writes
+// the intervals' octets without their Markers to dst (len(dst) >= 508 per
+// interval). dst may be src itself, or overlap it from below.
+func crcSqueeze(sum uint32, src, dst []byte) uint32 {
+	n := len(src) / MarkerInterval
+	if n == 0 {
+		return sum
+	}
+	_ = dst[n*(MarkerInterval-MarkerSize)-1]
+	if haveFold {
+		return foldSqueeze(^sum, src[:n*MarkerInterval], unsafe.SliceData(dst))
+	}
+	for i := range n {
+		iv := src[i*MarkerInterval : (i+1)*MarkerInterval]
+		sum = crc32.Update(sum, castagnoli, iv)
+		copy(dst[i*(MarkerInterval-MarkerSize):], iv[MarkerSize:])
+	}
+	return sum
+}
+
+// crcSpread writes whole Marker intervals to dst, marks[4i:4i+4] then
+// p[508i:508i+508] for each i (len(p) a multiple of 508, len(marks) and
+// len(dst) at least 4 and 512 per interval), and extends a running CRC32c
+// over them.
+func crcSpread(sum uint32, p, marks, dst []byte) uint32 {
+	const piece = MarkerInterval - MarkerSize
+	n := len(p) / piece
+	if n == 0 {
+		return sum
+	}
+	_, _ = marks[n*MarkerSize-1], dst[n*MarkerInterval-1]
+	if haveFold {
+		return foldSpread(^sum, p[:n*piece], unsafe.SliceData(marks), unsafe.SliceData(dst))
+	}
+	for i := range n {
+		iv := dst[i*MarkerInterval : (i+1)*MarkerInterval]
+		copy(iv, marks[i*MarkerSize:(i+1)*MarkerSize])
+		copy(iv[MarkerSize:], p[i*piece:])
+		sum = crc32.Update(sum, castagnoli, iv)
+	}
+	return sum
 }

@@ -13,3 +13,20 @@ var haveFold = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VPC
 //
 //go:noescape
 func fold(reg uint32, p []byte) uint32
+
+// foldSqueeze returns the CRC32c, from the raw register reg, of src: n whole
+// Marker intervals (len(src) = 512n, n >= 1), each a Marker and 508 octets.
+// It also writes those 508n octets, Markers left out, to dst, which may be
+// src itself or below it: a receiver checks the CRC of a ULPDU read into
+// place with its Markers and squeezes them out in one pass.
+//
+//go:noescape
+func foldSqueeze(reg uint32, src []byte, dst *byte) uint32
+
+// foldSpread returns the CRC32c, from the raw register reg, of n whole
+// Marker intervals, marks[4i:4i+4] then p[508i:508i+508] for each i
+// (len(p) = 508n, n >= 1), and writes them to dst (512n octets): a sender
+// stages payload with its Markers and sums it in one pass.
+//
+//go:noescape
+func foldSpread(reg uint32, p []byte, marks, dst *byte) uint32

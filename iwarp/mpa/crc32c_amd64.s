@@ -129,3 +129,187 @@ done:
 	NOTL DX
 	MOVL DX, ret+32(FP)
 	RET
+
+// Fold one 64-octet block in register B into accumulator A (by 2048 bits,
+// constant in Z8): A = clmul(A.lo, k) ^ clmul(A.hi, k) ^ B.
+#define FOLDREG(A, B) \
+	VPCLMULQDQ $0x00, Z8, A, Z4 \
+	VPCLMULQDQ $0x11, Z8, A, A \
+	VPTERNLOGD $0x96, B, Z4, A
+
+// Reduce the four accumulators Z0-Z3 to the CRC32c in DX, as fold does.
+#define REDUCE \
+	VBROADCASTI32X4 k512<>(SB), Z8 \
+	VPCLMULQDQ $0x00, Z8, Z0, Z4 \
+	VPCLMULQDQ $0x11, Z8, Z0, Z0 \
+	VPTERNLOGD $0x96, Z4, Z0, Z1 \
+	VPCLMULQDQ $0x00, Z8, Z1, Z4 \
+	VPCLMULQDQ $0x11, Z8, Z1, Z1 \
+	VPTERNLOGD $0x96, Z4, Z1, Z2 \
+	VPCLMULQDQ $0x00, Z8, Z2, Z4 \
+	VPCLMULQDQ $0x11, Z8, Z2, Z2 \
+	VPTERNLOGD $0x96, Z4, Z2, Z3 \
+	VMOVDQU64 klanes<>(SB), Z8 \
+	VPCLMULQDQ $0x00, Z8, Z3, Z4 \
+	VPCLMULQDQ $0x11, Z8, Z3, Z5 \
+	VPXORQ Z5, Z4, Z4 \
+	VEXTRACTI64X4 $1, Z4, Y5 \
+	VPXORQ Y5, Y4, Y4 \
+	VEXTRACTI128 $1, Y4, X5 \
+	VPXOR X5, X4, X4 \
+	VEXTRACTI32X4 $3, Z3, X5 \
+	VPXOR X5, X4, X4 \
+	VMOVQ X4, AX \
+	VPEXTRQ $1, X4, BX \
+	VZEROUPPER \
+	XORL DX, DX \
+	CRC32Q AX, DX \
+	CRC32Q BX, DX \
+	NOTL DX
+
+// func foldSqueeze(reg uint32, src []byte, dst *byte) uint32
+//
+// The CRC32c, from the raw register reg, of src: n whole Marker intervals
+// of 512 octets, each a 4-octet Marker then 508 octets (len(src) = 512n,
+// n >= 1). As it goes it writes the 508n octets without the Markers to
+// dst, which may be src itself or lie below it: interval i is loaded whole
+// before its 508 octets are stored at dst+508i, below interval i+1.
+TEXT ·foldSqueeze(SB), NOSPLIT, $0-44
+	MOVL reg+0(FP), AX
+	MOVQ src_base+8(FP), SI
+	MOVQ src_len+16(FP), CX
+	MOVQ dst+32(FP), DI
+
+	MOVL $0x7fff, BX
+	KMOVW BX, K1 // dwords 0 to 14: the last 60 octets of an interval
+	VPXORQ Z24, Z24, Z24
+	VBROADCASTI32X4 k2048<>(SB), Z8
+
+	// The first interval starts the accumulators, with reg XORed into its
+	// first four octets.
+	VMOVDQU64 0(SI), Z9
+	VMOVDQU64 64(SI), Z10
+	VMOVDQU64 128(SI), Z11
+	VMOVDQU64 192(SI), Z12
+	VMOVD AX, X4
+	VPXORQ Z4, Z9, Z0
+	VMOVDQA64 Z10, Z1
+	VMOVDQA64 Z11, Z2
+	VMOVDQA64 Z12, Z3
+	JMP second
+
+interval:
+	VMOVDQU64 0(SI), Z9
+	VMOVDQU64 64(SI), Z10
+	VMOVDQU64 128(SI), Z11
+	VMOVDQU64 192(SI), Z12
+	FOLDREG(Z0, Z9)
+	FOLDREG(Z1, Z10)
+	FOLDREG(Z2, Z11)
+	FOLDREG(Z3, Z12)
+
+second:
+	VMOVDQU64 256(SI), Z13
+	VMOVDQU64 320(SI), Z14
+	VMOVDQU64 384(SI), Z15
+	VMOVDQU64 448(SI), Z16
+	FOLDREG(Z0, Z13)
+	FOLDREG(Z1, Z14)
+	FOLDREG(Z2, Z15)
+	FOLDREG(Z3, Z16)
+	// Each output block is two loaded blocks shifted down one dword.
+	VALIGND $1, Z9, Z10, Z17
+	VALIGND $1, Z10, Z11, Z18
+	VALIGND $1, Z11, Z12, Z19
+	VALIGND $1, Z12, Z13, Z20
+	VALIGND $1, Z13, Z14, Z21
+	VALIGND $1, Z14, Z15, Z22
+	VALIGND $1, Z15, Z16, Z23
+	VALIGND $1, Z16, Z24, Z25
+	VMOVDQU64 Z17, 0(DI)
+	VMOVDQU64 Z18, 64(DI)
+	VMOVDQU64 Z19, 128(DI)
+	VMOVDQU64 Z20, 192(DI)
+	VMOVDQU64 Z21, 256(DI)
+	VMOVDQU64 Z22, 320(DI)
+	VMOVDQU64 Z23, 384(DI)
+	VMOVDQU32 Z25, K1, 448(DI)
+	ADDQ $512, SI
+	ADDQ $508, DI
+	SUBQ $512, CX
+	JNZ interval
+
+	REDUCE
+	MOVL DX, ret+40(FP)
+	RET
+
+// func foldSpread(reg uint32, p []byte, marks *byte, dst *byte) uint32
+//
+// The CRC32c, from the raw register reg, of n whole Marker intervals
+// marks[0:4] p[0:508] marks[4:8] p[508:1016] ... (len(p) = 508n, n >= 1),
+// which it also writes to dst (512n octets): a sender stages payload with
+// its Markers and sums it in one pass. The first block of an interval is
+// its Marker and p's next 60 octets (a dword-masked load from 4 octets
+// before them, then the Marker broadcast into dword 0).
+TEXT ·foldSpread(SB), NOSPLIT, $0-52
+	MOVL reg+0(FP), AX
+	MOVQ p_base+8(FP), SI
+	MOVQ p_len+16(FP), CX
+	MOVQ marks+32(FP), DX
+	MOVQ dst+40(FP), DI
+
+	MOVL $0xfffe, BX
+	KMOVW BX, K1 // dwords 1 to 15: p's octets
+	MOVL $1, BX
+	KMOVW BX, K2 // dword 0: the Marker
+	VBROADCASTI32X4 k2048<>(SB), Z8
+
+	VMOVDQU32.Z -4(SI), K1, Z9
+	VPBROADCASTD (DX), K2, Z9
+	VMOVDQU64 60(SI), Z10
+	VMOVDQU64 124(SI), Z11
+	VMOVDQU64 188(SI), Z12
+	VMOVD AX, X4
+	VPXORQ Z4, Z9, Z0
+	VMOVDQA64 Z10, Z1
+	VMOVDQA64 Z11, Z2
+	VMOVDQA64 Z12, Z3
+	JMP second
+
+interval:
+	VMOVDQU32.Z -4(SI), K1, Z9
+	VPBROADCASTD (DX), K2, Z9
+	VMOVDQU64 60(SI), Z10
+	VMOVDQU64 124(SI), Z11
+	VMOVDQU64 188(SI), Z12
+	FOLDREG(Z0, Z9)
+	FOLDREG(Z1, Z10)
+	FOLDREG(Z2, Z11)
+	FOLDREG(Z3, Z12)
+
+second:
+	VMOVDQU64 252(SI), Z13
+	VMOVDQU64 316(SI), Z14
+	VMOVDQU64 380(SI), Z15
+	VMOVDQU64 444(SI), Z16
+	FOLDREG(Z0, Z13)
+	FOLDREG(Z1, Z14)
+	FOLDREG(Z2, Z15)
+	FOLDREG(Z3, Z16)
+	VMOVDQU64 Z9, 0(DI)
+	VMOVDQU64 Z10, 64(DI)
+	VMOVDQU64 Z11, 128(DI)
+	VMOVDQU64 Z12, 192(DI)
+	VMOVDQU64 Z13, 256(DI)
+	VMOVDQU64 Z14, 320(DI)
+	VMOVDQU64 Z15, 384(DI)
+	VMOVDQU64 Z16, 448(DI)
+	ADDQ $508, SI
+	ADDQ $4, DX
+	ADDQ $512, DI
+	SUBQ $508, CX
+	JNZ interval
+
+	REDUCE
+	MOVL DX, ret+48(FP)
+	RET

@@ -5,3 +5,11 @@ package mpa
 const haveFold = false
 
 func fold(reg uint32, p []byte) uint32 { panic("mpa: no folding CRC32c on this CPU") }
+
+func foldSqueeze(reg uint32, src []byte, dst *byte) uint32 {
+	panic("mpa: no folding CRC32c on this CPU")
+}
+
+func foldSpread(reg uint32, p []byte, marks, dst *byte) uint32 {
+	panic("mpa: no folding CRC32c on this CPU")
+}

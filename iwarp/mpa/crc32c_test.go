@@ -1,6 +1,7 @@
 package mpa
 
 import (
+	"bytes"
 	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
@@ -69,5 +70,114 @@ func BenchmarkCRC32c(b *testing.B) {
 				crc32.Update(0, castagnoli, p)
 			}
 		})
+	}
+}
+
+// crcSqueeze agrees with hash/crc32 over the same octets and leaves exactly
+// the octets between the Markers in dst, whether dst is src itself, lies
+// below it overlapping, or apart; at any alignment.
+func TestCRCSqueeze(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	const piece = MarkerInterval - MarkerSize
+	for _, n := range []int{1, 2, 3, 7, 8, 64, 129, 130} {
+		for _, off := range []int{0, 1, 4, 60, 63} {
+			for _, where := range []string{"in place", "below", "apart"} {
+				buf := make([]byte, off+n*MarkerInterval+MarkerInterval)
+				src := buf[off+MarkerSize : off+MarkerSize+n*MarkerInterval]
+				for i := range buf {
+					buf[i] = byte(r.Uint32())
+				}
+				orig := bytes.Clone(src)
+				var want []byte
+				for i := range n {
+					want = append(want, orig[i*MarkerInterval+MarkerSize:(i+1)*MarkerInterval]...)
+				}
+				var dst []byte
+				switch where {
+				case "in place":
+					dst = src
+				case "below":
+					dst = buf[off : off+n*piece]
+				case "apart":
+					dst = make([]byte, n*piece+1)
+				}
+				guard := buf[off+MarkerSize+n*MarkerInterval:]
+				guardWas := bytes.Clone(guard)
+				for _, c := range []uint32{0, 0xffffffff} {
+					if c != 0 {
+						copy(src, orig)
+					}
+					got := crcSqueeze(c, src, dst)
+					if wantCRC := crc32.Update(c, castagnoli, orig); got != wantCRC {
+						t.Fatalf("%d intervals, offset %d, %s, start %08x: CRC %08x, want %08x", n, off, where, c, got, wantCRC)
+					}
+					if !bytes.Equal(dst[:n*piece], want) {
+						t.Fatalf("%d intervals, offset %d, %s: squeezed octets differ", n, off, where)
+					}
+					if where == "apart" && dst[n*piece] != 0 || !bytes.Equal(guard, guardWas) {
+						t.Fatalf("%d intervals, offset %d, %s: wrote past the end", n, off, where)
+					}
+				}
+			}
+		}
+	}
+}
+
+func BenchmarkCRCSqueeze(b *testing.B) {
+	src := make([]byte, 128*MarkerInterval) // a 64 KiB ULPDU's intervals
+	b.Run("fused", func(b *testing.B) {
+		b.SetBytes(int64(len(src)))
+		for b.Loop() {
+			crcSqueeze(0, src, src)
+		}
+	})
+	b.Run("crc-then-copy", func(b *testing.B) {
+		b.SetBytes(int64(len(src)))
+		for b.Loop() {
+			crcUpdate(0, src)
+			for i := 0; i < len(src); i += MarkerInterval {
+				copy(src[i/MarkerInterval*(MarkerInterval-MarkerSize):], src[i+MarkerSize:i+MarkerInterval])
+			}
+		}
+	})
+	b.Run("crc-only", func(b *testing.B) {
+		b.SetBytes(int64(len(src)))
+		for b.Loop() {
+			crcUpdate(0, src)
+		}
+	})
+}
+
+// crcSpread agrees with hash/crc32 over the intervals it writes, and writes
+// exactly them, at any alignment.
+func TestCRCSpread(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	const piece = MarkerInterval - MarkerSize
+	for _, n := range []int{1, 2, 3, 7, 8, 64, 129, 130} {
+		for _, off := range []int{0, 1, 4, 60, 63} {
+			p := make([]byte, off+n*piece)[off:]
+			marks := make([]byte, off+n*MarkerSize)[off:]
+			for i := range p {
+				p[i] = byte(r.Uint32())
+			}
+			for i := range marks {
+				marks[i] = byte(r.Uint32())
+			}
+			var want []byte
+			for i := range n {
+				want = append(want, marks[i*MarkerSize:(i+1)*MarkerSize]...)
+				want = append(want, p[i*piece:(i+1)*piece]...)
+			}
+			dst := make([]byte, off+n*MarkerInterval+1)[off:]
+			for _, c := range []uint32{0, 0xffffffff} {
+				got := crcSpread(c, p, marks, dst)
+				if wantCRC := crc32.Update(c, castagnoli, want); got != wantCRC {
+					t.Fatalf("%d intervals, offset %d, start %08x: CRC %08x, want %08x", n, off, c, got, wantCRC)
+				}
+				if !bytes.Equal(dst[:n*MarkerInterval], want) || dst[n*MarkerInterval] != 0 {
+					t.Fatalf("%d intervals, offset %d: staged octets differ", n, off)
+				}
+			}
+		}
 	}
 }

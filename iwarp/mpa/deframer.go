@@ -340,50 +340,63 @@ func (d *Deframer) CommitDirect(dst []byte) error {
 		d.endMarker(d.mark[:], at)
 		r = k
 	}
-	// The CRC covers the stream octets, Markers included, in order: the
-	// octets are still in stream order, so it runs over them as read.
-	if d.crc {
-		if r < n {
-			d.sum = crcUpdate(d.sum, dst[r:n])
-		}
-		d.sum = crcUpdate(d.sum, s.spill[max(r-n, 0):])
-	}
-	// Check each Marker, then move the run of ULPDU octets after it down
-	// over the Markers so far. Every octet moves to a lower index, so the
-	// forward copy is safe and never reaches a Marker not yet checked.
-	// Inside a ULPDU no Marker falls between FPDUs: each points back to
-	// this FPDU's start.
 	base := d.pos - uint32(r) // stream position of the read's first octet
+	if !d.markers {
+		d.sum = d.crcSum(dst)
+	}
+	// In stream order: sum each Marker and check it, sum each run of ULPDU
+	// octets and move it down over the Markers before it. Every octet
+	// moves to a lower index, so the forward copy is safe and never
+	// reaches an octet not yet summed or a Marker not yet checked. Inside
+	// a ULPDU no Marker falls between FPDUs: each points back to this
+	// FPDU's start.
 	w := 0
-	for at, end := r, n+over; at < end; {
+	for at, end := r, n+over; d.markers && at < end; {
 		gap := d.untilMarkerAt(base + uint32(at))
-		if gap == 0 {
-			var m Marker
-			if at+MarkerSize <= n {
-				m = Marker(dst[at : at+MarkerSize])
-			} else {
-				m = d.mark[:]
-				s.read(m, at)
+		if gap > 0 {
+			runEnd := min(at+gap, end)
+			if at < n {
+				e := min(runEnd, n)
+				d.sum = d.crcSum(dst[at:e])
+				if w != at {
+					copy(dst[w:], dst[at:e])
+				}
+				w += e - at
+				at = e
 			}
-			if m.FPDUPTR() != uint16(base+uint32(at)-d.fpduPos) {
-				d.badMark = true
+			if at < runEnd {
+				d.sum = d.crcSum(s.spill[at-n : runEnd-n])
+				w += copy(dst[w:], s.spill[at-n:runEnd-n])
+				at = runEnd
 			}
-			at += MarkerSize
 			continue
 		}
-		runEnd := min(at+gap, end)
-		if at < n {
-			e := min(runEnd, n)
-			if w != at {
-				copy(dst[w:], dst[at:e])
+		// Whole Marker intervals inside dst: their Markers checked first,
+		// then summed and squeezed in one pass.
+		if k := (n - at) / MarkerInterval; k > 0 && d.crc {
+			for i := range k {
+				m := Marker(dst[at+i*MarkerInterval:])
+				if m.FPDUPTR() != uint16(base+uint32(at+i*MarkerInterval)-d.fpduPos) {
+					d.badMark = true
+				}
 			}
-			w += e - at
-			at = e
+			d.sum = crcSqueeze(d.sum, dst[at:at+k*MarkerInterval], dst[w:])
+			w += k * (MarkerInterval - MarkerSize)
+			at += k * MarkerInterval
+			continue
 		}
-		if at < runEnd {
-			w += copy(dst[w:], s.spill[at-n:runEnd-n])
-			at = runEnd
+		var m Marker
+		if at+MarkerSize <= n {
+			m = Marker(dst[at : at+MarkerSize])
+		} else {
+			m = d.mark[:]
+			s.read(m, at)
 		}
+		d.sum = d.crcSum(m)
+		if m.FPDUPTR() != uint16(base+uint32(at)-d.fpduPos) {
+			d.badMark = true
+		}
+		at += MarkerSize
 	}
 	d.pos = base + uint32(n+over)
 	d.left -= n

@@ -52,6 +52,12 @@ type Framer struct {
 	stage     []byte // with UseStaging: every framed octet, in stream order
 	staged    int    // octets of stage used since Reset
 	stageTail int    // start in stage of the last iovec, or -1 when there is none
+	// The running CRC of the FPDU being staged, over stage[:summed] from
+	// its start, and the Markers of a run of whole intervals staged in one
+	// pass (stageOctets).
+	stageSum uint32
+	summed   int
+	marks    [maxPlanMarkers * MarkerSize]byte
 }
 
 // NewFramer returns a Framer for a half connection whose first Full
@@ -307,6 +313,7 @@ func (f *Framer) stageFPDU(iov [][]byte, ulen int, hdr []byte, payload [][]byte)
 		return iov, ErrStagingFull
 	}
 	start := f.staged
+	f.stageSum, f.summed = 0, start
 	// A Marker due right here falls between FPDUs (FPDUPTR 0) and belongs
 	// to this FPDU, so the FPDU's stream octets start with it.
 	if f.untilMarker() == 0 {
@@ -335,7 +342,7 @@ func (f *Framer) stageFPDU(iov [][]byte, ulen int, hdr []byte, payload [][]byte)
 	// and a Marker after the PAD (rule 1).
 	c := f.stage[f.staged : f.staged+CRCSize]
 	if f.crc {
-		putCRC(c, crcUpdate(0, f.stage[start:f.staged]))
+		putCRC(c, crcUpdate(f.stageSum, f.stage[f.summed:f.staged]))
 	} else {
 		clear(c)
 	}
@@ -352,10 +359,24 @@ func (f *Framer) stageFPDU(iov [][]byte, ulen int, hdr []byte, payload [][]byte)
 
 // stageOctets copies b into the staging buffer at the stream position,
 // inserting a Marker that points back to fpduStart at every 512-octet
-// boundary it crosses.
+// boundary it crosses. With CRCs on, whole Marker intervals are copied and
+// summed in one pass (crcSpread).
 func (f *Framer) stageOctets(b []byte, fpduStart uint32) {
+	const piece = MarkerInterval - MarkerSize
 	for len(b) > 0 {
 		gap := f.untilMarker()
+		if k := min(len(b)/piece, maxPlanMarkers); gap == 0 && k > 0 && f.crc {
+			for i := range k {
+				putMarker(f.marks[i*MarkerSize:], uint16(f.pos+uint32(i*MarkerInterval)-fpduStart))
+			}
+			f.stageSum = crcUpdate(f.stageSum, f.stage[f.summed:f.staged])
+			f.stageSum = crcSpread(f.stageSum, b[:k*piece], f.marks[:k*MarkerSize], f.stage[f.staged:])
+			f.staged += k * MarkerInterval
+			f.summed = f.staged
+			f.pos += uint32(k * MarkerInterval)
+			b = b[k*piece:]
+			continue
+		}
 		if gap == 0 {
 			putMarker(f.stage[f.staged:], uint16(f.pos-fpduStart))
 			f.staged += MarkerSize
