@@ -2,6 +2,7 @@ package mpa
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -22,11 +23,19 @@ var benchModes = []struct {
 	{"markers+crc", true, true},
 }
 
+// BenchmarkFrame measures the transmit path: "staged" is the copy into a
+// staging buffer a sender with Markers makes (UseStaging).
 func BenchmarkFrame(b *testing.B) {
 	for _, sz := range benchSizes {
-		for _, m := range benchModes {
+		for _, m := range append(benchModes, struct {
+			name         string
+			markers, crc bool
+		}{"markers+crc/staged", true, true}) {
 			b.Run(fmt.Sprintf("%s/%s", sz.name, m.name), func(b *testing.B) {
 				f := NewFramer(0, m.markers, m.crc)
+				if strings.HasSuffix(m.name, "/staged") {
+					f.UseStaging(make([]byte, MaxFPDUStreamLen+2*stageAlign))
+				}
 				hdr, payload := make([]byte, 14), make([]byte, sz.ulen-14)
 				iov := make([][]byte, 0, 512)
 				b.SetBytes(int64(sz.ulen))

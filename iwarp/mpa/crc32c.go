@@ -33,41 +33,46 @@ func crcUpdate(sum uint32, b []byte) uint32 {
 // crcSqueeze extends a running CRC32c over src, whole Marker intervals
 // (len(src) a multiple of 512, each a Marker then 508 octets), and writes
 // the intervals' octets without their Markers to dst (len(dst) >= 508 per
-// interval). dst may be src itself, or overlap it from below.
-func crcSqueeze(sum uint32, src, dst []byte) uint32 {
+// interval). dst may be src itself, or overlap it from below. bad reports a
+// Marker whose FPDUPTR (low two bits ignored, as Marker.FPDUPTR) is not
+// fpduptr for the first interval, 512 more for each next one (mod 2^16).
+func crcSqueeze(sum uint32, src, dst []byte, fpduptr uint16) (_ uint32, bad bool) {
 	n := len(src) / MarkerInterval
 	if n == 0 {
-		return sum
+		return sum, false
 	}
 	_ = dst[n*(MarkerInterval-MarkerSize)-1]
 	if haveFold {
-		return foldSqueeze(^sum, src[:n*MarkerInterval], unsafe.SliceData(dst))
+		return foldSqueeze(^sum, src[:n*MarkerInterval], unsafe.SliceData(dst), fpduptr)
 	}
 	for i := range n {
 		iv := src[i*MarkerInterval : (i+1)*MarkerInterval]
+		if Marker(iv).FPDUPTR() != (fpduptr+uint16(i*MarkerInterval))&^3 {
+			bad = true
+		}
 		sum = crc32.Update(sum, castagnoli, iv)
 		copy(dst[i*(MarkerInterval-MarkerSize):], iv[MarkerSize:])
 	}
-	return sum
+	return sum, bad
 }
 
-// crcSpread writes whole Marker intervals to dst, marks[4i:4i+4] then
-// p[508i:508i+508] for each i (len(p) a multiple of 508, len(marks) and
-// len(dst) at least 4 and 512 per interval), and extends a running CRC32c
-// over them.
-func crcSpread(sum uint32, p, marks, dst []byte) uint32 {
+// crcSpread writes whole Marker intervals to dst, for each i a Marker with
+// FPDUPTR fpduptr+512i (mod 2^16) then p[508i:508i+508] (len(p) a multiple
+// of 508, len(dst) at least 512 per interval), and extends a running
+// CRC32c over them.
+func crcSpread(sum uint32, p []byte, fpduptr uint16, dst []byte) uint32 {
 	const piece = MarkerInterval - MarkerSize
 	n := len(p) / piece
 	if n == 0 {
 		return sum
 	}
-	_, _ = marks[n*MarkerSize-1], dst[n*MarkerInterval-1]
+	_ = dst[n*MarkerInterval-1]
 	if haveFold {
-		return foldSpread(^sum, p[:n*piece], unsafe.SliceData(marks), unsafe.SliceData(dst))
+		return foldSpread(^sum, p[:n*piece], fpduptr, unsafe.SliceData(dst))
 	}
 	for i := range n {
 		iv := dst[i*MarkerInterval : (i+1)*MarkerInterval]
-		copy(iv, marks[i*MarkerSize:(i+1)*MarkerSize])
+		putMarker(iv, fpduptr+uint16(i*MarkerInterval))
 		copy(iv[MarkerSize:], p[i*piece:])
 		sum = crc32.Update(sum, castagnoli, iv)
 	}

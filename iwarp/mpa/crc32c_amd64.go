@@ -17,16 +17,18 @@ func fold(reg uint32, p []byte) uint32
 // foldSqueeze returns the CRC32c, from the raw register reg, of src: n whole
 // Marker intervals (len(src) = 512n, n >= 1), each a Marker and 508 octets.
 // It also writes those 508n octets, Markers left out, to dst, which may be
-// src itself or below it: a receiver checks the CRC of a ULPDU read into
-// place with its Markers and squeezes them out in one pass.
+// src itself or below it, and reports whether any Marker's FPDUPTR differs
+// from fpduptr + 512i: a receiver checks the CRC and Markers of a ULPDU
+// read into place and squeezes the Markers out in one pass.
 //
 //go:noescape
-func foldSqueeze(reg uint32, src []byte, dst *byte) uint32
+func foldSqueeze(reg uint32, src []byte, dst *byte, fpduptr uint16) (sum uint32, bad bool)
 
 // foldSpread returns the CRC32c, from the raw register reg, of n whole
-// Marker intervals, marks[4i:4i+4] then p[508i:508i+508] for each i
-// (len(p) = 508n, n >= 1), and writes them to dst (512n octets): a sender
-// stages payload with its Markers and sums it in one pass.
+// Marker intervals, for each i a Marker with FPDUPTR fpduptr+512i (mod
+// 2^16) then p[508i:508i+508] (len(p) = 508n, n >= 1), and writes them to
+// dst (512n octets): a sender stages payload with its Markers and sums it
+// in one pass.
 //
 //go:noescape
-func foldSpread(reg uint32, p []byte, marks, dst *byte) uint32
+func foldSpread(reg uint32, p []byte, fpduptr uint16, dst *byte) uint32

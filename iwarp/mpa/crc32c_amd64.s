@@ -167,18 +167,22 @@ done:
 	CRC32Q BX, DX \
 	NOTL DX
 
-// func foldSqueeze(reg uint32, src []byte, dst *byte) uint32
+// func foldSqueeze(reg uint32, src []byte, dst *byte, fpduptr uint16) (sum uint32, bad bool)
 //
 // The CRC32c, from the raw register reg, of src: n whole Marker intervals
 // of 512 octets, each a 4-octet Marker then 508 octets (len(src) = 512n,
 // n >= 1). As it goes it writes the 508n octets without the Markers to
 // dst, which may be src itself or lie below it: interval i is loaded whole
-// before its 508 octets are stored at dst+508i, below interval i+1.
-TEXT ·foldSqueeze(SB), NOSPLIT, $0-44
+// before its 508 octets are stored at dst+508i, below interval i+1. bad
+// reports a Marker whose FPDUPTR is not fpduptr + 512i (mod 2^16, the low
+// two bits ignored).
+TEXT ·foldSqueeze(SB), NOSPLIT, $0-53
 	MOVL reg+0(FP), AX
 	MOVQ src_base+8(FP), SI
 	MOVQ src_len+16(FP), CX
 	MOVQ dst+32(FP), DI
+	MOVWLZX fpduptr+40(FP), R8
+	XORL R9, R9 // the FPDUPTRs that differed, ORed
 
 	MOVL $0x7fff, BX
 	KMOVW BX, K1 // dwords 0 to 14: the last 60 octets of an interval
@@ -209,6 +213,15 @@ interval:
 	FOLDREG(Z3, Z12)
 
 second:
+	// The Marker's FPDUPTR is its last two octets, big-endian, the low
+	// two bits ignored (as Marker.FPDUPTR). Read before the stores below
+	// may overwrite it.
+	MOVWLZX 2(SI), R10
+	ROLW $8, R10
+	XORL R8, R10
+	ANDL $0xfffc, R10
+	ORL R10, R9
+	ADDL $512, R8
 	VMOVDQU64 256(SI), Z13
 	VMOVDQU64 320(SI), Z14
 	VMOVDQU64 384(SI), Z15
@@ -240,22 +253,25 @@ second:
 	JNZ interval
 
 	REDUCE
-	MOVL DX, ret+40(FP)
+	MOVL DX, sum+48(FP)
+	TESTL R9, R9
+	SETNE bad+52(FP)
 	RET
 
-// func foldSpread(reg uint32, p []byte, marks *byte, dst *byte) uint32
+// func foldSpread(reg uint32, p []byte, fpduptr uint16, dst *byte) uint32
 //
-// The CRC32c, from the raw register reg, of n whole Marker intervals
-// marks[0:4] p[0:508] marks[4:8] p[508:1016] ... (len(p) = 508n, n >= 1),
-// which it also writes to dst (512n octets): a sender stages payload with
-// its Markers and sums it in one pass. The first block of an interval is
-// its Marker and p's next 60 octets (a dword-masked load from 4 octets
-// before them, then the Marker broadcast into dword 0).
+// The CRC32c, from the raw register reg, of n whole Marker intervals, for
+// each i a Marker with FPDUPTR fpduptr+512i then p[508i:508i+508]
+// (len(p) = 508n, n >= 1), which it also writes to dst (512n octets): a
+// sender stages payload with its Markers and sums it in one pass. The
+// first block of an interval is its Marker and p's next 60 octets (a
+// dword-masked load from 4 octets before them, then the Marker broadcast
+// into dword 0).
 TEXT ·foldSpread(SB), NOSPLIT, $0-52
 	MOVL reg+0(FP), AX
 	MOVQ p_base+8(FP), SI
 	MOVQ p_len+16(FP), CX
-	MOVQ marks+32(FP), DX
+	MOVWLZX fpduptr+32(FP), R8
 	MOVQ dst+40(FP), DI
 
 	MOVL $0xfffe, BX
@@ -264,8 +280,17 @@ TEXT ·foldSpread(SB), NOSPLIT, $0-52
 	KMOVW BX, K2 // dword 0: the Marker
 	VBROADCASTI32X4 k2048<>(SB), Z8
 
+	// The Marker's octets are 0, 0, then FPDUPTR big-endian: as a
+	// little-endian dword, FPDUPTR byte-swapped in the high half.
+#define MARKER \
+	MOVL R8, R10 \
+	ROLW $8, R10 \
+	SHLL $16, R10 \
+	ADDL $512, R8
+
+	MARKER
 	VMOVDQU32.Z -4(SI), K1, Z9
-	VPBROADCASTD (DX), K2, Z9
+	VPBROADCASTD R10, K2, Z9
 	VMOVDQU64 60(SI), Z10
 	VMOVDQU64 124(SI), Z11
 	VMOVDQU64 188(SI), Z12
@@ -277,8 +302,9 @@ TEXT ·foldSpread(SB), NOSPLIT, $0-52
 	JMP second
 
 interval:
+	MARKER
 	VMOVDQU32.Z -4(SI), K1, Z9
-	VPBROADCASTD (DX), K2, Z9
+	VPBROADCASTD R10, K2, Z9
 	VMOVDQU64 60(SI), Z10
 	VMOVDQU64 124(SI), Z11
 	VMOVDQU64 188(SI), Z12
@@ -305,7 +331,6 @@ second:
 	VMOVDQU64 Z15, 384(DI)
 	VMOVDQU64 Z16, 448(DI)
 	ADDQ $508, SI
-	ADDQ $4, DX
 	ADDQ $512, DI
 	SUBQ $508, CX
 	JNZ interval

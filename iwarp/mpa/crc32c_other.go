@@ -6,10 +6,10 @@ const haveFold = false
 
 func fold(reg uint32, p []byte) uint32 { panic("mpa: no folding CRC32c on this CPU") }
 
-func foldSqueeze(reg uint32, src []byte, dst *byte) uint32 {
+func foldSqueeze(reg uint32, src []byte, dst *byte, fpduptr uint16) (uint32, bool) {
 	panic("mpa: no folding CRC32c on this CPU")
 }
 
-func foldSpread(reg uint32, p []byte, marks, dst *byte) uint32 {
+func foldSpread(reg uint32, p []byte, fpduptr uint16, dst *byte) uint32 {
 	panic("mpa: no folding CRC32c on this CPU")
 }

@@ -87,6 +87,13 @@ func TestCRCSqueeze(t *testing.T) {
 				for i := range buf {
 					buf[i] = byte(r.Uint32())
 				}
+				// Markers that point back to an FPDU start: the FPDUPTR
+				// base wraps past 2^16 for long runs.
+				ptr := uint16(r.Uint32())
+				for i := range n {
+					putMarker(src[i*MarkerInterval:], ptr+uint16(i*MarkerInterval))
+				}
+				src[r.IntN(n)*MarkerInterval] ^= 0x5a // Reserved: ignored
 				orig := bytes.Clone(src)
 				var want []byte
 				for i := range n {
@@ -107,7 +114,10 @@ func TestCRCSqueeze(t *testing.T) {
 					if c != 0 {
 						copy(src, orig)
 					}
-					got := crcSqueeze(c, src, dst)
+					got, bad := crcSqueeze(c, src, dst, ptr)
+					if bad {
+						t.Fatalf("%d intervals, offset %d, %s: good Markers reported bad", n, off, where)
+					}
 					if wantCRC := crc32.Update(c, castagnoli, orig); got != wantCRC {
 						t.Fatalf("%d intervals, offset %d, %s, start %08x: CRC %08x, want %08x", n, off, where, c, got, wantCRC)
 					}
@@ -116,6 +126,20 @@ func TestCRCSqueeze(t *testing.T) {
 					}
 					if where == "apart" && dst[n*piece] != 0 || !bytes.Equal(guard, guardWas) {
 						t.Fatalf("%d intervals, offset %d, %s: wrote past the end", n, off, where)
+					}
+				}
+				// Any one FPDUPTR bit wrong is reported, but for the two
+				// low ones (always zero: FPDUs are 4-octet aligned).
+				for _, at := range []int{2, 3} {
+					i := r.IntN(n)
+					copy(src, orig)
+					if at == 2 {
+						src[i*MarkerInterval+at] ^= 1 << r.IntN(8)
+					} else {
+						src[i*MarkerInterval+at] ^= 4 << r.IntN(6)
+					}
+					if _, bad := crcSqueeze(0, src, dst, ptr); !bad {
+						t.Fatalf("%d intervals, offset %d, %s: Marker %d octet %d corrupted, not reported", n, off, where, i, at)
 					}
 				}
 			}
@@ -128,7 +152,7 @@ func BenchmarkCRCSqueeze(b *testing.B) {
 	b.Run("fused", func(b *testing.B) {
 		b.SetBytes(int64(len(src)))
 		for b.Loop() {
-			crcSqueeze(0, src, src)
+			crcSqueeze(0, src, src, 0)
 		}
 	})
 	b.Run("crc-then-copy", func(b *testing.B) {
@@ -149,28 +173,28 @@ func BenchmarkCRCSqueeze(b *testing.B) {
 }
 
 // crcSpread agrees with hash/crc32 over the intervals it writes, and writes
-// exactly them, at any alignment.
+// exactly them, Markers counting up from any FPDUPTR (wrapping past 2^16),
+// at any alignment.
 func TestCRCSpread(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	const piece = MarkerInterval - MarkerSize
 	for _, n := range []int{1, 2, 3, 7, 8, 64, 129, 130} {
 		for _, off := range []int{0, 1, 4, 60, 63} {
 			p := make([]byte, off+n*piece)[off:]
-			marks := make([]byte, off+n*MarkerSize)[off:]
 			for i := range p {
 				p[i] = byte(r.Uint32())
 			}
-			for i := range marks {
-				marks[i] = byte(r.Uint32())
-			}
+			ptr := uint16(r.Uint32())
 			var want []byte
 			for i := range n {
-				want = append(want, marks[i*MarkerSize:(i+1)*MarkerSize]...)
+				var m [MarkerSize]byte
+				putMarker(m[:], ptr+uint16(i*MarkerInterval))
+				want = append(want, m[:]...)
 				want = append(want, p[i*piece:(i+1)*piece]...)
 			}
 			dst := make([]byte, off+n*MarkerInterval+1)[off:]
 			for _, c := range []uint32{0, 0xffffffff} {
-				got := crcSpread(c, p, marks, dst)
+				got := crcSpread(c, p, ptr, dst)
 				if wantCRC := crc32.Update(c, castagnoli, want); got != wantCRC {
 					t.Fatalf("%d intervals, offset %d, start %08x: CRC %08x, want %08x", n, off, c, got, wantCRC)
 				}

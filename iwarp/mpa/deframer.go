@@ -371,16 +371,12 @@ func (d *Deframer) CommitDirect(dst []byte) error {
 			}
 			continue
 		}
-		// Whole Marker intervals inside dst: their Markers checked first,
-		// then summed and squeezed in one pass.
+		// Whole Marker intervals inside dst: summed, checked and squeezed
+		// in one pass.
 		if k := (n - at) / MarkerInterval; k > 0 && d.crc {
-			for i := range k {
-				m := Marker(dst[at+i*MarkerInterval:])
-				if m.FPDUPTR() != uint16(base+uint32(at+i*MarkerInterval)-d.fpduPos) {
-					d.badMark = true
-				}
-			}
-			d.sum = crcSqueeze(d.sum, dst[at:at+k*MarkerInterval], dst[w:])
+			var bad bool
+			d.sum, bad = crcSqueeze(d.sum, dst[at:at+k*MarkerInterval], dst[w:], uint16(base+uint32(at)-d.fpduPos))
+			d.badMark = d.badMark || bad
 			w += k * (MarkerInterval - MarkerSize)
 			at += k * MarkerInterval
 			continue

@@ -57,7 +57,9 @@ type Framer struct {
 	// pass (stageOctets).
 	stageSum uint32
 	summed   int
-	marks    [maxPlanMarkers * MarkerSize]byte
+	// alignStage: the buffer starts on a cache line and has room to keep
+	// octets aligned to their stream position (stageStart).
+	alignStage bool
 }
 
 // NewFramer returns a Framer for a half connection whose first Full
@@ -75,7 +77,22 @@ func (f *Framer) Pos() uint32 { return f.pos }
 // framed so far has been written.
 func (f *Framer) Reset() {
 	f.cur, f.used, f.tail = 0, 0, -1
-	f.staged, f.stageTail = 0, -1
+	f.staged, f.stageTail = f.stageStart(), -1
+}
+
+// stageAlign is the cache line: with room for it, a staging Framer places
+// each stream octet at an address congruent to its stream position modulo
+// stageAlign, so that Marker intervals, which start at multiples of 512,
+// start on cache lines and crcSpread stores whole lines.
+const stageAlign = 64
+
+// stageStart returns where in the staging buffer the next octet goes after
+// a Reset.
+func (f *Framer) stageStart() int {
+	if !f.alignStage {
+		return 0
+	}
+	return int(f.pos-f.seqStart) & (stageAlign - 1)
 }
 
 // UseStaging makes the Framer copy each FPDU whole (ULPDU_Length, ULPDU,
@@ -89,7 +106,12 @@ func (f *Framer) UseStaging(buf []byte) {
 	if len(buf) < MaxFPDUStreamLen {
 		panic("mpa: staging buffer shorter than MaxFPDUStreamLen")
 	}
-	f.stage, f.staged, f.stageTail = buf, 0, -1
+	f.alignStage = false
+	if len(buf) >= MaxFPDUStreamLen+2*stageAlign {
+		buf = buf[-uintptr(unsafe.Pointer(unsafe.SliceData(buf)))&(stageAlign-1):]
+		f.alignStage = true
+	}
+	f.stage, f.staged, f.stageTail = buf, f.stageStart(), -1
 }
 
 // alloc returns n octets of arena, from the current chunk when they fit so
@@ -365,12 +387,9 @@ func (f *Framer) stageOctets(b []byte, fpduStart uint32) {
 	const piece = MarkerInterval - MarkerSize
 	for len(b) > 0 {
 		gap := f.untilMarker()
-		if k := min(len(b)/piece, maxPlanMarkers); gap == 0 && k > 0 && f.crc {
-			for i := range k {
-				putMarker(f.marks[i*MarkerSize:], uint16(f.pos+uint32(i*MarkerInterval)-fpduStart))
-			}
+		if k := len(b) / piece; gap == 0 && k > 0 && f.crc {
 			f.stageSum = crcUpdate(f.stageSum, f.stage[f.summed:f.staged])
-			f.stageSum = crcSpread(f.stageSum, b[:k*piece], f.marks[:k*MarkerSize], f.stage[f.staged:])
+			f.stageSum = crcSpread(f.stageSum, b[:k*piece], uint16(f.pos-fpduStart), f.stage[f.staged:])
 			f.staged += k * MarkerInterval
 			f.summed = f.staged
 			f.pos += uint32(k * MarkerInterval)

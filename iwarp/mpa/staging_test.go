@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"testing"
+	"unsafe"
 )
 
 // stagingFramer returns a Framer that stages into a buffer of n octets.
@@ -200,4 +201,26 @@ func ExampleFramer_UseStaging() {
 	}
 	fmt.Println(len(iov), "iovec of", len(iov[0]), "octets")
 	// Output: 1 iovec of 12156 octets
+}
+
+// With room for it, staging puts every stream octet at an address that
+// agrees with its stream position modulo the cache line, across Resets, so
+// that Marker intervals start on cache lines.
+func TestStagingAlignsToTheStream(t *testing.T) {
+	const seqStart = 0x1234567
+	f := NewFramer(seqStart, true, true)
+	buf := make([]byte, MaxFPDUStreamLen+2*stageAlign+1)
+	f.UseStaging(buf[1:]) // a misaligned buffer
+	payload := make([]byte, 5000)
+	for i := range 50 {
+		f.Reset()
+		start := f.Pos()
+		iov, err := f.AppendFPDU(nil, nil, payload[:1+i*97])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if addr := uintptr(unsafe.Pointer(&iov[0][0])); addr%stageAlign != uintptr(start-seqStart)%stageAlign {
+			t.Fatalf("FPDU %d at stream offset %d staged at address %#x", i, start-seqStart, addr)
+		}
+	}
 }
