@@ -34,28 +34,17 @@ func BenchmarkTCPLoopback(b *testing.B) {
 	}
 }
 
-// BenchmarkTCPLoopbackMarkerSplit is one floor for Markers: the same plain
-// TCP transfer, the receiver reading payload straight into place the only
-// way the kernel can skip Markers for it, with 508 octets into the
-// destination and 4 into a Marker slot for every 512 octets of stream.
-// Beside BenchmarkTCPLoopback it shows what the kernel alone charges for
-// those iovecs, before any MPA work. (Splitting the sender's writev at the
-// Markers instead of copying costs even more.)
+// BenchmarkTCPLoopbackMarkerSplit is why the engine does not place payload
+// with Markers by splitting its iovecs: the same plain TCP transfer, the
+// receiver reading 508 octets into the destination and 4 into a Marker slot
+// for every 512 octets of stream, the only way the kernel could skip
+// Markers for it. Beside BenchmarkTCPLoopback it shows what the kernel alone
+// charges for those iovecs (splitting the sender's writev the same way
+// costs more); BenchmarkMarkersCost shows what the engine's one-pass copies
+// cost instead.
 func BenchmarkTCPLoopbackMarkerSplit(b *testing.B) {
 	for _, sz := range benchSizes {
 		b.Run(sz.name, func(b *testing.B) { benchTCP(b, sz.n, tcpSplit) })
-	}
-}
-
-// BenchmarkTCPLoopbackMarkerCopy is the other floor for Markers, the one the
-// engine takes: the sender copies the payload into a staging buffer with a
-// 4-octet gap every 512 octets and writes it as one iovec; the receiver
-// reads it into place as one iovec and squeezes the gaps out in place. It
-// is plain TCP plus the one copy at each end that inserting and removing
-// Markers costs at the least, with no MPA work (no CRC, no checks).
-func BenchmarkTCPLoopbackMarkerCopy(b *testing.B) {
-	for _, sz := range benchSizes {
-		b.Run(sz.name, func(b *testing.B) { benchTCP(b, sz.n, tcpCopy) })
 	}
 }
 
@@ -63,22 +52,15 @@ func BenchmarkTCPLoopbackMarkerCopy(b *testing.B) {
 const (
 	tcpPlain = iota
 	tcpSplit
-	tcpCopy
 )
 
-// benchTCP moves b.N buffers of n octets over loopback TCP, in FPDU-sized
-// pieces of about 64 KiB for tcpSplit and tcpCopy.
+// benchTCP moves b.N buffers of n octets over loopback TCP.
 func benchTCP(b *testing.B, n int, mode int) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer ln.Close()
-	const (
-		piece = mpa.MarkerInterval - mpa.MarkerSize
-		fpdu  = 128 * piece // payload per FPDU-sized piece
-	)
-	wire := func(k int) int { return k + mpa.MarkerSize*((k+piece-1)/piece) }
 	done := make(chan error, 1)
 	go func() {
 		done <- recvTCP(ln, n, mode)
@@ -88,27 +70,12 @@ func benchTCP(b *testing.B, n int, mode int) {
 		b.Fatal(err)
 	}
 	buf := make([]byte, n)
-	stage := make([]byte, wire(n))
 	b.SetBytes(int64(n))
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu := startCPU()
 	for range b.N {
-		if mode != tcpCopy {
-			if _, err := c.Write(buf); err != nil {
-				b.Fatal(err)
-			}
-			continue
-		}
-		w := 0
-		for off := 0; off < n; off += fpdu {
-			p := buf[off:min(off+fpdu, n)]
-			for i := 0; i < len(p); i += piece {
-				w += mpa.MarkerSize // the Marker's octets: left as they are
-				w += copy(stage[w:], p[i:min(i+piece, len(p))])
-			}
-		}
-		if _, err := c.Write(stage[:w]); err != nil {
+		if _, err := c.Write(buf); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -121,36 +88,17 @@ func benchTCP(b *testing.B, n int, mode int) {
 
 // recvTCP is benchTCP's receiver: it reads until the sender closes.
 func recvTCP(ln net.Listener, n, mode int) error {
-	const (
-		piece = mpa.MarkerInterval - mpa.MarkerSize
-		fpdu  = 128 * piece
-	)
+	const piece = mpa.MarkerInterval - mpa.MarkerSize
 	c, err := ln.Accept()
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	rbuf := make([]byte, n+mpa.MarkerSize*(n/piece+1))
-	switch mode {
-	case tcpPlain:
+	rbuf := make([]byte, n)
+	if mode == tcpPlain {
 		for {
-			if _, err := io.ReadFull(c, rbuf[:n]); err != nil {
+			if _, err := io.ReadFull(c, rbuf); err != nil {
 				return nil
-			}
-		}
-	case tcpCopy:
-		// Each FPDU-sized piece lands at its place in rbuf with its gaps,
-		// then moves down over them.
-		for {
-			for off := 0; off < n; off += fpdu {
-				k := min(fpdu, n-off)
-				w := k + mpa.MarkerSize*((k+piece-1)/piece)
-				if _, err := io.ReadFull(c, rbuf[off:off+w]); err != nil {
-					return nil
-				}
-				for i, j := 0, off+mpa.MarkerSize; j < off+w; i, j = i+piece, j+mpa.MarkerInterval {
-					copy(rbuf[off+i:], rbuf[j:min(j+piece, off+w)])
-				}
 			}
 		}
 	}

@@ -2,7 +2,8 @@
 // throughput benchmark of the iwarp engine as a ratio to
 // BenchmarkTCPLoopback of the same size from the same run: how close the
 // software RNIC comes to the limit plain TCP sets on this machine. With
-// -count above 1, each benchmark's MB/s is the median of its runs.
+// -count above 1, each benchmark's MB/s is the median of its runs. Then it
+// prints what Markers cost, from BenchmarkMarkersCost.
 package main
 
 import (
@@ -94,11 +95,66 @@ func table(results []result) string {
 	return b.String()
 }
 
+// markersLine matches a BenchmarkMarkersCost result; its metrics follow.
+var (
+	markersLine = regexp.MustCompile(`^BenchmarkMarkersCost/(\S+?)(?:-\d+)?\s+\d+\s+[\d.]+ ns/op(.*)$`)
+	metric      = regexp.MustCompile(`(-?[\d.]+) (cost-%|cpu-cost-%|plain-MB/s|markers-MB/s)`)
+)
+
+// markersCost renders BenchmarkMarkersCost's results: per size, the median
+// over runs of each metric; "" when there are none.
+func markersCost(text string) string {
+	runs := map[string]map[string][]float64{}
+	var sizes []string
+	for _, l := range strings.Split(text, "\n") {
+		m := markersLine.FindStringSubmatch(strings.TrimSpace(l))
+		if m == nil {
+			continue
+		}
+		if runs[m[1]] == nil {
+			runs[m[1]] = map[string][]float64{}
+			sizes = append(sizes, m[1])
+		}
+		for _, mm := range metric.FindAllStringSubmatch(m[2], -1) {
+			if v, err := strconv.ParseFloat(mm[1], 64); err == nil {
+				runs[m[1]][mm[2]] = append(runs[m[1]][mm[2]], v)
+			}
+		}
+	}
+	if len(sizes) == 0 {
+		return ""
+	}
+	med := func(v []float64) float64 {
+		if len(v) == 0 {
+			return 0
+		}
+		sort.Float64s(v)
+		return (v[(len(v)-1)/2] + v[len(v)/2]) / 2
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-8s %14s %14s %10s %10s\n", "size", "plain MB/s", "Markers MB/s", "cost", "CPU cost")
+	for _, sz := range sizes {
+		r := runs[sz]
+		fmt.Fprintf(&b, "%-8s %14.1f %14.1f %9.1f%% %9.1f%%\n", sz, med(r["plain-MB/s"]), med(r["markers-MB/s"]), med(r["cost-%"]), med(r["cpu-cost-%"]))
+	}
+	return b.String()
+}
+
 func main() {
-	results, err := parse(os.Stdin)
+	in, err := io.ReadAll(os.Stdin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchratio:", err)
+		os.Exit(1)
+	}
+	results, err := parse(strings.NewReader(string(in)))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchratio:", err)
 		os.Exit(1)
 	}
 	fmt.Print(table(results))
+	if m := markersCost(string(in)); m != "" {
+		fmt.Println()
+		fmt.Println("What Markers cost RDMA Write, CRC on (BenchmarkMarkersCost: the two connections take turns):")
+		fmt.Print(m)
+	}
 }

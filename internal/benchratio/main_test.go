@@ -58,3 +58,20 @@ BenchmarkRDMAWrite/1MiB-2   10 1 ns/op 990.00 MB/s`
 		t.Fatalf("empty table: %q", got)
 	}
 }
+
+// BenchmarkMarkersCost's metrics come out per size, medians of the runs.
+func TestMarkersCost(t *testing.T) {
+	in := `BenchmarkMarkersCost/1MiB-2   6000   318000 ns/op   13.00 cost-%   17.00 cpu-cost-%   3000 markers-MB/s   3500 plain-MB/s   73 B/op   0 allocs/op
+BenchmarkMarkersCost/1MiB-2   6000   318000 ns/op   -1.50 cost-%   15.00 cpu-cost-%   3100 markers-MB/s   3400 plain-MB/s   73 B/op   0 allocs/op
+BenchmarkMarkersCost/1MiB-2   6000   318000 ns/op   11.00 cost-%   16.00 cpu-cost-%   3200 markers-MB/s   3600 plain-MB/s   73 B/op   0 allocs/op
+BenchmarkMarkersCost/4KiB-2   6000   318000 ns/op   20.00 cost-%   21.00 cpu-cost-%   1000 markers-MB/s   1250 plain-MB/s`
+	out := markersCost(in)
+	for _, want := range []string{"1MiB", "3500.0", "3100.0", "11.0%", "16.0%", "4KiB", "20.0%"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("missing %q:\n%s", want, out)
+		}
+	}
+	if markersCost("BenchmarkRDMAWrite/1MiB-2 1 1 ns/op 1.00 MB/s") != "" {
+		t.Fatal("a table without BenchmarkMarkersCost results")
+	}
+}

@@ -97,11 +97,13 @@ func (f *Framer) stageStart() int {
 
 // UseStaging makes the Framer copy each FPDU whole (ULPDU_Length, ULPDU,
 // Markers, PAD, CRC) into buf, in stream order, instead of referencing the
-// payload: consecutive FPDUs then form one iovec, and the CRC is a single
-// pass over the FPDU's staged octets. With Markers this is cheaper than
-// zero-copy framing, whose two iovecs per 512-octet Marker interval cost
-// writev more than the copy does. buf must hold at least MaxFPDUStreamLen
-// octets; an FPDU that does not fit the rest of it fails with ErrStagingFull.
+// payload: consecutive FPDUs then form one iovec, and with CRCs on, whole
+// Marker intervals are copied and summed in one pass. With Markers this is
+// cheaper than zero-copy framing, whose two iovecs per 512-octet Marker
+// interval cost writev more than the copy does. buf must hold at least
+// MaxFPDUStreamLen octets (2*64 more let it keep octets on cache lines by
+// stream position); an FPDU that does not fit the rest of it fails with
+// ErrStagingFull.
 func (f *Framer) UseStaging(buf []byte) {
 	if len(buf) < MaxFPDUStreamLen {
 		panic("mpa: staging buffer shorter than MaxFPDUStreamLen")
