@@ -85,6 +85,9 @@ func TestDirectReadAtEveryPhase(t *testing.T) {
 					if err != nil || !bytes.Equal(got, payload) {
 						t.Fatalf("%s: %d octets placed (equal %v), %v", name, len(got), bytes.Equal(got, payload), err)
 					}
+					if n != 509 && n != len(payload) {
+						continue // corrupted Markers: two lengths suffice
+					}
 					for _, m := range marks {
 						bad := bytes.Clone(stream)
 						bad[m+3] ^= 0x10 // FPDUPTR
