@@ -137,6 +137,28 @@ done:
 	VPCLMULQDQ $0x11, Z8, A, A \
 	VPTERNLOGD $0x96, B, Z4, A
 
+// Fold four blocks into the four accumulators Z0-Z3.
+#define FOLD4(A, B, C, D) \
+	FOLDREG(Z0, A) \
+	FOLDREG(Z1, B) \
+	FOLDREG(Z2, C) \
+	FOLDREG(Z3, D)
+
+// Zero the accumulators Z0-Z3 (folding into zero leaves the block as it
+// is) and put the raw register from AX into Z5 for FIRST.
+#define ZERO4 \
+	VPXORQ Z0, Z0, Z0 \
+	VPXORQ Z1, Z1, Z1 \
+	VPXORQ Z2, Z2, Z2 \
+	VPXORQ Z3, Z3, Z3 \
+	VMOVD AX, X5
+
+// After the first FOLD4 (which left the first block as it was in Z0), XOR
+// the raw register into its first four octets; after later ones, nothing.
+#define FIRST \
+	VPXORQ Z5, Z0, Z0 \
+	VPXORQ Z5, Z5, Z5
+
 // Reduce the four accumulators Z0-Z3 to the CRC32c in DX, as fold does.
 #define REDUCE \
 	VBROADCASTI32X4 k512<>(SB), Z8 \
@@ -189,30 +211,15 @@ TEXT ·foldSqueeze(SB), NOSPLIT, $0-53
 	VPXORQ Z24, Z24, Z24
 	VBROADCASTI32X4 k2048<>(SB), Z8
 
-	// The first interval starts the accumulators, with reg XORed into its
-	// first four octets.
-	VMOVDQU64 0(SI), Z9
-	VMOVDQU64 64(SI), Z10
-	VMOVDQU64 128(SI), Z11
-	VMOVDQU64 192(SI), Z12
-	VMOVD AX, X4
-	VPXORQ Z4, Z9, Z0
-	VMOVDQA64 Z10, Z1
-	VMOVDQA64 Z11, Z2
-	VMOVDQA64 Z12, Z3
-	JMP second
+	ZERO4
 
 interval:
 	VMOVDQU64 0(SI), Z9
 	VMOVDQU64 64(SI), Z10
 	VMOVDQU64 128(SI), Z11
 	VMOVDQU64 192(SI), Z12
-	FOLDREG(Z0, Z9)
-	FOLDREG(Z1, Z10)
-	FOLDREG(Z2, Z11)
-	FOLDREG(Z3, Z12)
-
-second:
+	FOLD4(Z9, Z10, Z11, Z12)
+	FIRST
 	// The Marker's FPDUPTR is its last two octets, big-endian, the low
 	// two bits ignored (as Marker.FPDUPTR). Read before the stores below
 	// may overwrite it.
@@ -226,10 +233,7 @@ second:
 	VMOVDQU64 320(SI), Z14
 	VMOVDQU64 384(SI), Z15
 	VMOVDQU64 448(SI), Z16
-	FOLDREG(Z0, Z13)
-	FOLDREG(Z1, Z14)
-	FOLDREG(Z2, Z15)
-	FOLDREG(Z3, Z16)
+	FOLD4(Z13, Z14, Z15, Z16)
 	// Each output block is two loaded blocks shifted down one dword.
 	VALIGND $1, Z9, Z10, Z17
 	VALIGND $1, Z10, Z11, Z18
@@ -288,18 +292,7 @@ TEXT ·foldSpread(SB), NOSPLIT, $0-52
 	SHLL $16, R10 \
 	ADDL $512, R8
 
-	MARKER
-	VMOVDQU32.Z -4(SI), K1, Z9
-	VPBROADCASTD R10, K2, Z9
-	VMOVDQU64 60(SI), Z10
-	VMOVDQU64 124(SI), Z11
-	VMOVDQU64 188(SI), Z12
-	VMOVD AX, X4
-	VPXORQ Z4, Z9, Z0
-	VMOVDQA64 Z10, Z1
-	VMOVDQA64 Z11, Z2
-	VMOVDQA64 Z12, Z3
-	JMP second
+	ZERO4
 
 interval:
 	MARKER
@@ -308,20 +301,13 @@ interval:
 	VMOVDQU64 60(SI), Z10
 	VMOVDQU64 124(SI), Z11
 	VMOVDQU64 188(SI), Z12
-	FOLDREG(Z0, Z9)
-	FOLDREG(Z1, Z10)
-	FOLDREG(Z2, Z11)
-	FOLDREG(Z3, Z12)
-
-second:
+	FOLD4(Z9, Z10, Z11, Z12)
+	FIRST
 	VMOVDQU64 252(SI), Z13
 	VMOVDQU64 316(SI), Z14
 	VMOVDQU64 380(SI), Z15
 	VMOVDQU64 444(SI), Z16
-	FOLDREG(Z0, Z13)
-	FOLDREG(Z1, Z14)
-	FOLDREG(Z2, Z15)
-	FOLDREG(Z3, Z16)
+	FOLD4(Z13, Z14, Z15, Z16)
 	VMOVDQU64 Z9, 0(DI)
 	VMOVDQU64 Z10, 64(DI)
 	VMOVDQU64 Z11, 128(DI)
