@@ -272,8 +272,9 @@ func (d *Deframer) endFPDU() error {
 // 4-octet overhang of each Marker in the spill; CommitDirect then squeezes
 // the Markers out of dst in place. One iovec for the whole read keeps the
 // kernel's copy as fast as without Markers: two iovecs per 512 octets
-// cost it about a third of its throughput (BenchmarkTCPLoopbackMarkerSplit),
-// where the in-place squeeze runs at memory speed on octets still in cache.
+// cost it a third to a half of its throughput
+// (BenchmarkTCPLoopbackMarkerSplit), where the squeeze rides along with the
+// CRC pass (crcSqueeze) on octets still in cache.
 // After a readv has filled every octet of the plan, call CommitDirect with
 // the same dst. A dst longer than Remaining is planned only up to
 // Remaining. A Marker that would follow the last octet is left out: it
