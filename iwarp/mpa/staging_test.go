@@ -173,25 +173,6 @@ func TestMaxFPDUStreamLen(t *testing.T) {
 	}
 }
 
-func TestStagingAllocatesNothing(t *testing.T) {
-	for _, markers := range []bool{false, true} {
-		f := stagingFramer(0, markers, true, 256<<10)
-		hdr, payload := make([]byte, 14), make([]byte, 64<<10-14-100)
-		iov := make([][]byte, 0, 8)
-		frame := func() {
-			iov = iov[:0]
-			f.Reset()
-			for range 3 {
-				iov, _ = f.AppendFPDU(iov, hdr, payload)
-			}
-		}
-		frame()
-		if a := testing.AllocsPerRun(100, frame); a != 0 {
-			t.Errorf("markers %v: %v allocations per batch", markers, a)
-		}
-	}
-}
-
 func ExampleFramer_UseStaging() {
 	f := NewFramer(0, true, true)
 	f.UseStaging(make([]byte, 2*MaxFPDUStreamLen))
