@@ -165,6 +165,41 @@ type corpusCase struct {
 // valueCase is a bad value for a tagged line.
 type valueCase struct{ value, want string }
 
+// fieldValues are the bad values tried on the line tagged tag, whose field
+// is at path.
+type fieldValues struct {
+	tag, path string
+	cases     []valueCase
+}
+
+// chapValues are the bad CHAP values both configurations' corpora try, on
+// the lines tagged user, secret, msecret and dsecret; discoveryLine is the
+// line of discovery_chap.secret.
+func chapValues(discoveryLine int) []fieldValues {
+	return []fieldValues{
+		{"user", "targets[0].chap.user", []valueCase{
+			{"''", "empty: expected a CHAP user name"},
+			{"[u]", "found a list"},
+			{strings.Repeat("u", 256), "256 octets long, the limit is 255"},
+		}},
+		{"secret", "targets[0].chap.secret", []valueCase{
+			{"short", "too short (5 octets)"},
+			{"12345678901", "too short (11 octets)"},
+			{"''", "empty: expected a CHAP secret"},
+			{"{a: b}", "found a mapping"},
+		}},
+		{"msecret", "targets[0].chap.mutual_secret", []valueCase{
+			{"alice-secret-1", "the same as secret: RFC 7143 section 9.2.1 forbids"},
+			{"discovery-secret", fmt.Sprintf("the same as discovery_chap.secret (line %d)", discoveryLine)},
+			{"tiny", "too short (4 octets)"},
+		}},
+		{"dsecret", "discovery_chap.secret", []valueCase{
+			{"tiny", "too short (4 octets)"},
+			{"~", "no value"},
+		}},
+	}
+}
+
 // corpus generates the malformed documents from tables of mutations of
 // corpusBase. It is deterministic: the same cases in the same order.
 func corpus() []corpusCase {
@@ -174,10 +209,7 @@ func corpus() []corpusCase {
 	}
 
 	// Bad values, line by line: wrong types, out of range, bad syntax.
-	values := []struct {
-		tag, path string
-		cases     []valueCase
-	}{
+	values := []fieldValues{
 		{"listen0", "portals[0].listen", []valueCase{
 			{"127.0.0.1", "has no port"},
 			{"127.0.0.1:0", "out of range (1..65535)"},
@@ -321,26 +353,6 @@ func corpus() []corpusCase {
 		{"init1", "targets[0].initiators[1]", []valueCase{
 			{"iqn.2026-11.io.ddpstore:host1", `duplicate initiator "iqn.2026-11.io.ddpstore:host1" (first at line 24)`},
 		}},
-		{"user", "targets[0].chap.user", []valueCase{
-			{"''", "empty: expected a CHAP user name"},
-			{"[u]", "found a list"},
-			{strings.Repeat("u", 256), "256 octets long, the limit is 255"},
-		}},
-		{"secret", "targets[0].chap.secret", []valueCase{
-			{"short", "too short (5 octets)"},
-			{"12345678901", "too short (11 octets)"},
-			{"''", "empty: expected a CHAP secret"},
-			{"{a: b}", "found a mapping"},
-		}},
-		{"msecret", "targets[0].chap.mutual_secret", []valueCase{
-			{"alice-secret-1", "the same as secret: RFC 7143 section 9.2.1 forbids"},
-			{"discovery-secret", "the same as discovery_chap.secret (line 36)"},
-			{"tiny", "too short (4 octets)"},
-		}},
-		{"dsecret", "discovery_chap.secret", []valueCase{
-			{"tiny", "too short (4 octets)"},
-			{"~", "no value"},
-		}},
 		{"maxsessions", "limits.max_sessions", []valueCase{
 			{"0", "max_sessions 0 is out of range (1..65535)"},
 			{"65536", "max_sessions 65536 is out of range (1..65535)"},
@@ -381,7 +393,7 @@ func corpus() []corpusCase {
 			{"/var/lib/ddpstore//disk1.img", "is already the backing store"},
 		}},
 	}
-	for _, v := range values {
+	for _, v := range append(values, chapValues(36)...) {
 		for i, c := range v.cases {
 			addDoc(fmt.Sprintf("value-%s-%d", v.tag, i), baseDoc().set(v.tag, c.value), v.tag, v.path+": "+c.want)
 		}
@@ -520,7 +532,18 @@ func TestMalformedCorpus(t *testing.T) {
 	if base.Targets[0].CHAP == nil || base.DiscoveryCHAP == nil || len(base.Portals) != 2 {
 		t.Fatalf("the corpus base lost fields: %+v", base)
 	}
-	cases := corpus()
+	checkCorpus(t, "corpus", corpus(), func(file string, text []byte) error {
+		_, err := ParseTarget(file, text)
+		return err
+	})
+}
+
+// checkCorpus parses each malformed document of a corpus (at least 200,
+// uniquely named) as file <prefix>-NNN.yaml, and checks that it is refused,
+// every defect at the case's line, its message starting with file:line:,
+// and one of them saying what the case wants.
+func checkCorpus(t *testing.T, prefix string, cases []corpusCase, parse func(file string, text []byte) error) {
+	t.Helper()
 	if len(cases) < 200 {
 		t.Errorf("the corpus has %d documents, want at least 200", len(cases))
 	}
@@ -530,10 +553,10 @@ func TestMalformedCorpus(t *testing.T) {
 			t.Fatalf("two cases named %s", c.name)
 		}
 		names[c.name] = true
-		file := fmt.Sprintf("corpus-%03d.yaml", i)
-		_, err := ParseTarget(file, []byte(c.text))
+		file := fmt.Sprintf("%s-%03d.yaml", prefix, i)
+		err := parse(file, []byte(c.text))
 		if err == nil {
-			t.Errorf("%s (%s): accepted:\n%s", file, c.name, c.text)
+			t.Errorf("%s (%s): accepted:\n%s", file, c.name, numbered(c.text))
 			continue
 		}
 		found := false
@@ -552,7 +575,7 @@ func TestMalformedCorpus(t *testing.T) {
 			t.Errorf("%s (%s): no defect says %q:\n%v", file, c.name, c.want, err)
 		}
 	}
-	t.Logf("%d malformed documents rejected at the expected lines", len(cases))
+	t.Logf("%d malformed %s documents rejected at the expected lines", len(cases), prefix)
 }
 
 // says reports whether e is about want: "path: words" means the defect is at

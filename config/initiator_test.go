@@ -1,12 +1,10 @@
 package config
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -356,34 +354,8 @@ func randomOverride(r *rand.Rand) (string, string) {
 }
 
 func TestLoadInitiator(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "host.yaml")
-	if err := os.WriteFile(path, []byte(initiatorExampleYAML), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	got, err := LoadInitiator(path)
-	if err != nil || !reflect.DeepEqual(got, exampleInitiator()) {
-		t.Errorf("LoadInitiator = %+v, %v", got, err)
-	}
-
-	bad := filepath.Join(dir, "bad.yaml")
-	if err := os.WriteFile(bad, []byte("initiator_name: iqn.2026-11.io.ddpstore:h\ntargets:\n  - name: x\n    portals: [127.0.0.1:3260]\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	_, err = LoadInitiator(bad)
-	if err == nil || !strings.HasPrefix(err.Error(), bad+":3: targets[0].name: ") {
-		t.Errorf("LoadInitiator(bad) = %v, want an error naming %s:3", err, bad)
-	}
-	if _, err := LoadInitiator(filepath.Join(dir, "missing.yaml")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("LoadInitiator(missing) = %v, want os.ErrNotExist", err)
-	}
-	big := filepath.Join(dir, "big.yaml")
-	if err := os.WriteFile(big, make([]byte, maxFileSize+1), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := LoadInitiator(big); err == nil || !strings.Contains(err.Error(), "larger than 16MiB") {
-		t.Errorf("LoadInitiator(big) = %v, want a size error", err)
-	}
+	checkLoad(t, LoadInitiator, initiatorExampleYAML, exampleInitiator(),
+		"initiator_name: iqn.2026-11.io.ddpstore:h\ntargets:\n  - name: x\n    portals: [127.0.0.1:3260]\n", ":3: targets[0].name: ")
 }
 
 // TestInitiatorMessages checks the wording of defects the corpus test only

@@ -253,34 +253,40 @@ log: {level: info, format: text}
 }
 
 func TestLoadTarget(t *testing.T) {
+	checkLoad(t, LoadTarget, exampleYAML, exampleTarget(),
+		"targets:\n  - name: x\n    luns: [{id: 0, memory: 1MiB}]\n", ":2: targets[0].name: ")
+}
+
+// checkLoad checks a Load function: a good file gives want; a bad one an
+// error that starts with its path and badAt (":line: path: "); a missing
+// one os.ErrNotExist; one over the size limit a size error.
+func checkLoad[T any](t *testing.T, load func(string) (T, error), good string, want T, bad, badAt string) {
+	t.Helper()
 	dir := t.TempDir()
-	path := filepath.Join(dir, "disk.yaml")
-	if err := os.WriteFile(path, []byte(exampleYAML), 0o600); err != nil {
+	path := filepath.Join(dir, "good.yaml")
+	if err := os.WriteFile(path, []byte(good), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	got, err := LoadTarget(path)
-	if err != nil || !reflect.DeepEqual(got, exampleTarget()) {
-		t.Errorf("LoadTarget = %+v, %v", got, err)
+	got, err := load(path)
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("load(good) = %+v, %v", got, err)
 	}
-
-	bad := filepath.Join(dir, "bad.yaml")
-	if err := os.WriteFile(bad, []byte("targets:\n  - name: x\n    luns: [{id: 0, memory: 1MiB}]\n"), 0o600); err != nil {
+	badPath := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(badPath, []byte(bad), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err = LoadTarget(bad)
-	if err == nil || !strings.HasPrefix(err.Error(), bad+":2: targets[0].name: ") {
-		t.Errorf("LoadTarget(bad) = %v, want an error naming %s:2", err, bad)
+	if _, err := load(badPath); err == nil || !strings.HasPrefix(err.Error(), badPath+badAt) {
+		t.Errorf("load(bad) = %v, want an error starting %s%s", err, badPath, badAt)
 	}
-
-	if _, err := LoadTarget(filepath.Join(dir, "missing.yaml")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("LoadTarget(missing) = %v, want os.ErrNotExist", err)
+	if _, err := load(filepath.Join(dir, "missing.yaml")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("load(missing) = %v, want os.ErrNotExist", err)
 	}
 	big := filepath.Join(dir, "big.yaml")
 	if err := os.WriteFile(big, make([]byte, maxFileSize+1), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadTarget(big); err == nil || !strings.Contains(err.Error(), "larger than 16MiB") {
-		t.Errorf("LoadTarget(big) = %v, want a size error", err)
+	if _, err := load(big); err == nil || !strings.Contains(err.Error(), "larger than 16MiB") {
+		t.Errorf("load(big) = %v, want a size error", err)
 	}
 }
 
