@@ -365,6 +365,15 @@ type setting struct {
 	guard func(c *Initiator, forFlag bool) string
 }
 
+// readBool is the read function of a boolean setting stored where at says.
+func readBool(at func(c *Initiator) *bool) func(d *decoder, c *Initiator, f field, path string) {
+	return func(d *decoder, c *Initiator, f field, path string) {
+		if v, ok := d.boolean(f, path); ok {
+			*at(c) = v
+		}
+	}
+}
+
 // initiatorSettings are the flat settings, in the order of the file.
 var initiatorSettings = []setting{
 	{Setting{"initiator-name", "initiator_name", false, "this host's iSCSI name, as iqn.2026-11.io.example:host1"},
@@ -393,23 +402,11 @@ var initiatorSettings = []setting{
 			}
 		}, mpaGuard},
 	{Setting{"mpa-markers", "mpa.markers", true, "ask for MPA Markers on tcp connections (default false)"},
-		func(d *decoder, c *Initiator, f field, path string) {
-			if v, ok := d.boolean(f, path); ok {
-				c.MPA.Markers = v
-			}
-		}, mpaGuard},
+		readBool(func(c *Initiator) *bool { return &c.MPA.Markers }), mpaGuard},
 	{Setting{"mpa-crc", "mpa.crc", true, "ask for MPA CRCs on tcp connections (default true)"},
-		func(d *decoder, c *Initiator, f field, path string) {
-			if v, ok := d.boolean(f, path); ok {
-				c.MPA.CRC = v
-			}
-		}, mpaGuard},
+		readBool(func(c *Initiator) *bool { return &c.MPA.CRC }), mpaGuard},
 	{Setting{"mount-direct-io", "mount.direct_io", true, "mount: bypass the page cache (default true)"},
-		func(d *decoder, c *Initiator, f field, path string) {
-			if v, ok := d.boolean(f, path); ok {
-				c.Mount.DirectIO = v
-			}
-		}, nil},
+		readBool(func(c *Initiator) *bool { return &c.Mount.DirectIO }), nil},
 	{Setting{"mount-max-write", "mount.max_write", false, fmt.Sprintf("mount: the largest write FUSE passes at once, %s..%s in %s pages (default %s)", Size(pageSize), Size(MaxMaxWrite), Size(pageSize), Size(MaxMaxWrite))},
 		func(d *decoder, c *Initiator, f field, path string) {
 			if v, ok := d.sizeIn(f, path, "max write", pageSize, MaxMaxWrite, pageSize,
@@ -418,11 +415,7 @@ var initiatorSettings = []setting{
 			}
 		}, nil},
 	{Setting{"mount-allow-other", "mount.allow_other", true, "mount: let other users use the mount (default false)"},
-		func(d *decoder, c *Initiator, f field, path string) {
-			if v, ok := d.boolean(f, path); ok {
-				c.Mount.AllowOther = v
-			}
-		}, nil},
+		readBool(func(c *Initiator) *bool { return &c.Mount.AllowOther }), nil},
 	{Setting{"recovery-timeout", "recovery_timeout", false, fmt.Sprintf("how long commands wait through a reconnect before they fail, %s..%s (default %s)", formatDuration(minTimeout), formatDuration(maxTimeout), formatDuration(DefaultRecoveryTimeout))},
 		func(d *decoder, c *Initiator, f field, path string) {
 			if v, ok := d.duration(f, path, "recovery timeout", minTimeout, maxTimeout, ""); ok {
