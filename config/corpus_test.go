@@ -59,9 +59,12 @@ type doc struct {
 	tags  []string
 }
 
-func baseDoc() *doc {
+func baseDoc() *doc { return newDoc(corpusBase) }
+
+// newDoc splits a tagged document into a doc to mutate.
+func newDoc(text string) *doc {
 	d := &doc{}
-	for _, l := range strings.Split(strings.TrimSuffix(corpusBase, "\n"), "\n") {
+	for _, l := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
 		tag := ""
 		if i := strings.Index(l, "#@"); i >= 0 {
 			tag = l[i+2:]

@@ -50,21 +50,6 @@ log:                                            #@log
   format: text                                  #@format
 `
 
-// newDoc splits a tagged document into a doc to mutate.
-func newDoc(text string) *doc {
-	d := &doc{}
-	for _, l := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
-		tag := ""
-		if i := strings.Index(l, "#@"); i >= 0 {
-			tag = l[i+2:]
-			l = strings.TrimRight(l[:i], " ")
-		}
-		d.lines = append(d.lines, l)
-		d.tags = append(d.tags, tag)
-	}
-	return d
-}
-
 func initiatorDoc() *doc { return newDoc(initiatorCorpusBase) }
 
 // initiatorCorpus generates the malformed initiator documents from tables of

@@ -223,23 +223,7 @@ nop: {interval: *t}
 }
 
 func TestInitiatorMarshalRoundTrip(t *testing.T) {
-	for name, doc := range initiatorRoundTripDocs {
-		t.Run(name, func(t *testing.T) {
-			first := mustParseInitiator(t, name+".yaml", doc)
-			out, err := first.Marshal()
-			if err != nil {
-				t.Fatalf("Marshal: %v", err)
-			}
-			second := mustParseInitiator(t, name+"-marshaled.yaml", string(out))
-			if !reflect.DeepEqual(first, second) {
-				t.Errorf("round trip changed the configuration:\nfirst  %#v\nsecond %#v\nYAML:\n%s", first, second, out)
-			}
-			again, err := second.Marshal()
-			if err != nil || string(again) != string(out) {
-				t.Errorf("Marshal is not stable:\n%s\n---\n%s", out, again)
-			}
-		})
-	}
+	checkRoundTrip(t, initiatorRoundTripDocs, mustParseInitiator)
 }
 
 // TestInitiatorMarshalRoundTripGenerated builds random valid configurations,
