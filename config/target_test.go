@@ -347,11 +347,7 @@ limits: {max_sessions: 0}
 	if err == nil {
 		t.Fatal("accepted")
 	}
-	var got []string
-	for _, e := range defects(t, err) {
-		got = append(got, strings.SplitN(e.Error(), ": ", 3)[0]+": "+e.Path)
-	}
-	want := []string{
+	checkAllDefects(t, err, []string{
 		"all.yaml:1:14: log.level",
 		"all.yaml:4:76: targets[0].chap.mutual_secret",
 		"all.yaml:6:25: targets[0].luns[0].memory",
@@ -360,6 +356,17 @@ limits: {max_sessions: 0}
 		"all.yaml:8: targets[1].name",
 		"all.yaml:10:11: targets[1].luns",
 		"all.yaml:11:24: limits.max_sessions",
+	})
+}
+
+// checkAllDefects checks that err lists exactly the defects want names, as
+// file:line[:column]: path, in order, and that no message shows one of the
+// secrets the documents use.
+func checkAllDefects(t *testing.T, err error, want []string) {
+	t.Helper()
+	var got []string
+	for _, e := range defects(t, err) {
+		got = append(got, strings.SplitN(e.Error(), ": ", 3)[0]+": "+e.Path)
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("defects:\n%s\nwant\n%s\nfull error:\n%v", strings.Join(got, "\n"), strings.Join(want, "\n"), err)
