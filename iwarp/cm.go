@@ -148,7 +148,7 @@ func (q *QP) attach(tc *net.TCPConn, neg mpa.Negotiated, emss int) error {
 	if q.conn != nil || q.State() != StateIdle || q.closing {
 		return fmt.Errorf("%w: QP is %v", ErrQPState, q.State())
 	}
-	c := newConn(q, s, neg, emss)
+	c := newConn(q, newMPALLP(s, neg, emss), neg)
 	q.conn = c
 	q.state.Store(uint32(StateRTS))
 	c.start()

@@ -111,15 +111,14 @@ func (q *QP) connectSCTP(ctx context.Context, network, addr string, cfg ConnConf
 	return upd, nil
 }
 
-// attachSeg puts the QP in Full Operation over a segLLP.
-func (q *QP) attachSeg(l segLLP, neg mpa.Negotiated) error {
+// attachSeg puts the QP in Full Operation over a DDP Stream Session.
+func (q *QP) attachSeg(s segSession, neg mpa.Negotiated) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.conn != nil || q.State() != StateIdle || q.closing {
 		return fmt.Errorf("%w: QP is %v", ErrQPState, q.State())
 	}
-	c := newConn(q, nil, neg, 0)
-	c.seg = l
+	c := newConn(q, newSegLLP(s), neg)
 	q.conn = c
 	q.state.Store(uint32(StateRTS))
 	c.start()

@@ -30,14 +30,12 @@ type inRead struct {
 	size   uint32
 }
 
-// conn is the RDMAP Stream of a connected QP over MPA/TCP: the socket, the
-// MPA state of each direction and the queues between the two goroutines.
+// conn is the RDMAP Stream of a connected QP: its lower layer and the
+// queues between the engine's two goroutines.
 type conn struct {
-	qp   *QP
-	s    *sock  // the MPA/TCP lower layer, or
-	seg  segLLP // one that keeps segment boundaries (SCTP)
-	neg  mpa.Negotiated
-	emss int // fixed EMSS for tests; 0 reads TCP_MAXSEG
+	qp  *QP
+	l   llp
+	neg mpa.Negotiated
 
 	// ORD: Reads this end requested (the sender produces, the receiver
 	// consumes in order).
@@ -64,11 +62,11 @@ type termInfo struct {
 	b   []byte
 }
 
-func newConn(q *QP, s *sock, neg mpa.Negotiated, emss int) *conn {
+func newConn(q *QP, l llp, neg mpa.Negotiated) *conn {
 	ird, ord := int(neg.IRD), int(neg.ORD)
 	ird, ord = clampRD(ird), clampRD(ord)
 	c := &conn{
-		qp: q, s: s, neg: neg, emss: emss,
+		qp: q, l: l, neg: neg,
 		reads: make([]outRead, ord+1), resps: make([]inRead, ird),
 		firstRx: make(chan struct{}), stop: make(chan struct{}),
 		rxDone: make(chan struct{}), txDone: make(chan struct{}),
@@ -99,29 +97,14 @@ func (c *conn) start() {
 		q := c.qp
 		q.state.Store(uint32(StateError))
 		q.flush()
-		if c.seg != nil {
-			switch {
-			case c.termHdr.Load() != nil:
-				c.lingerSeg()
-				c.seg.Close()
-			case c.abortive():
-				c.seg.Abort() // as the reset below
-			default:
-				c.seg.CloseWrite()
-				c.seg.Close()
-			}
-			close(q.done)
-			return
-		}
+		abortive := false
 		switch {
 		case c.termHdr.Load() != nil:
 			c.linger()
 		case c.abortive():
-			// A reset, not a FIN: a peer with nothing in flight would take
-			// a FIN for a graceful close and keep a nil Err.
-			c.s.tc.SetLinger(0)
+			abortive = true
 		}
-		c.s.tc.Close()
+		c.l.close(abortive)
 		close(q.done)
 	}()
 }
@@ -136,37 +119,13 @@ const terminateGrace = 2 * time.Second
 func (c *conn) stopEngine() {
 	c.stopOnce.Do(func() {
 		close(c.stop)
-		c.setReadDeadline(time.Unix(1, 0))
+		c.l.setReadDeadline(time.Unix(1, 0))
 		if c.termHdr.Load() != nil {
-			c.setWriteDeadline(time.Now().Add(terminateGrace))
+			c.l.setWriteDeadline(time.Now().Add(terminateGrace))
 		} else {
-			c.setWriteDeadline(time.Unix(1, 0))
+			c.l.setWriteDeadline(time.Unix(1, 0))
 		}
 	})
-}
-
-// linger ends a stream whose last message is the Terminate this end sent:
-// a FIN after it, then the peer's octets are read and dropped until the
-// peer closes too, terminateGrace passes, or QP.Close cuts it short.
-// Closing at once, with the peer's octets unread, would send a RST instead
-// of a FIN; a peer still writing then sees its writes fail, and may fail
-// its QP with that error before its receiver has read the Terminate that
-// says why.
-func (c *conn) linger() {
-	tc := c.s.tc
-	if tc.CloseWrite() != nil {
-		return
-	}
-	tc.SetReadDeadline(time.Now().Add(terminateGrace))
-	if c.abort.Load() { // after the deadline: see abortLinger
-		return
-	}
-	var buf [4096]byte
-	for {
-		if _, err := tc.Read(buf[:]); err != nil {
-			return
-		}
-	}
 }
 
 // abortive reports whether the stream ended neither gracefully nor through
@@ -185,7 +144,7 @@ func (c *conn) abortive() bool {
 // linger checks it after setting its own, so one of them sees the other.
 func (c *conn) abortLinger() {
 	c.abort.Store(true)
-	c.setReadDeadline(time.Unix(1, 0))
+	c.l.setReadDeadline(time.Unix(1, 0))
 }
 
 // markFirstRx records that a valid FPDU arrived.

@@ -3,7 +3,6 @@ package iwarp
 import (
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/ddpstore/ddpstore/iwarp/ddp"
 	"github.com/ddpstore/ddpstore/iwarp/mem"
@@ -11,24 +10,9 @@ import (
 	"github.com/ddpstore/ddpstore/iwarp/rdmap"
 )
 
-// Receive buffering: headers and small payloads are staged; a payload
-// remainder of at least directMin octets is read straight into its
-// destination.
-const (
-	stagingSize = 64 << 10
-	directMin   = 512
-	// bigFPDU is the ULPDU size from which the receiver expects the next
-	// FPDU to be large too, and so reads ahead only a little past a direct
-	// read, instead of staging (and copying) a large part of its payload.
-	bigFPDU = 8 << 10
-	// smallRead is that little: the FPDU's PAD and CRC, a Marker or two,
-	// and the next FPDU's ULPDU_Length and DDP/RDMAP header (at most 46
-	// octets, a Read Request's), with room to spare.
-	smallRead = 256
-	// maxCtlPayload bounds the untagged control payloads (Read Request,
-	// Terminate) collected with their header.
-	maxCtlPayload = rdmap.MaxTerminateLen
-)
+// maxCtlPayload bounds the untagged control payloads (Read Request,
+// Terminate) collected with their header.
+const maxCtlPayload = rdmap.MaxTerminateLen
 
 // segKind is what the segment being received is.
 type segKind uint8
@@ -42,17 +26,16 @@ const (
 	segRTR // a zero-length Send RTR (RFC 6581), consumed by the engine
 )
 
-// rx is the receiver's state; only the receiver goroutine touches it.
+// rx is the receiver's DDP/RDMAP core, the Data Sink of RFC 5041: the
+// lower layer hands it each DDP Segment (start, data, end), and it
+// validates the headers (RFC 5041 7.1, RFC 5040 7), places payload (or
+// tells the lower layer where to read it: dest, placedDirect), accounts for RDMA
+// Reads, invalidates, and completes receives in MSN order. It does no I/O;
+// only the receiver goroutine touches it.
 type rx struct {
 	c  *conn
 	q  *QP
 	rd *mem.Reader
-	d  *mpa.Deframer
-
-	stage  []byte
-	sb, se int // staged octets not yet given to the Deframer
-	plan   [][]byte
-	bufs   [][]byte
 
 	// The segment being received.
 	hdr     [ddp.UntaggedHeaderLen + maxCtlPayload]byte
@@ -67,11 +50,7 @@ type rx struct {
 	slot    uint32 // receive-queue offset of a Send's receive (from head)
 	sge     int    // SGE of that receive being filled
 	sgeOff  uint32 // offset within it
-	resp    inRead // a validated Read Request, queued at the FPDU's end
-	// bad is the protocol error found in the current segment, reported at
-	// the FPDU's end once its CRC is known to be good; until then the rest
-	// of its ULPDU is dropped.
-	bad *protoError
+	resp    inRead // a validated Read Request, queued at the segment's end
 
 	// Receive-queue and Read Request sequencing.
 	recvMSN uint32       // MSN of the receive at the head of the queue
@@ -127,22 +106,30 @@ func (e *TerminateError) Error() string {
 
 func (e *TerminateError) Unwrap() error { return e.Cause }
 
-func (c *conn) rxLoop() {
+func newRx(c *conn) *rx {
 	q := c.qp
-	r := &rx{
+	return &rx{
 		c: c, q: q, rd: q.dev.mem.NewReader(),
-		d:       mpa.NewDeframer(0, c.neg.RxMarkers, c.neg.CRC),
-		stage:   make([]byte, stagingSize),
-		plan:    make([][]byte, 0, 140),
-		bufs:    make([][]byte, 0, 141),
 		rdone:   make([]recvResult, len(q.rq.slots)),
 		recvMSN: 1, rrMSN: 1,
 	}
-	defer r.rd.Close()
-	err := r.receive()
+}
+
+// close leaves the critical section a segment may have been left in and
+// releases the memory reader.
+func (r *rx) close() {
 	if r.section {
 		r.rd.Exit()
+		r.section = false
 	}
+	r.rd.Close()
+}
+
+func (c *conn) rxLoop() {
+	q := c.qp
+	r := newRx(c)
+	err := c.l.receive(r)
+	r.close()
 	select {
 	case <-c.stop:
 		return // stopped from elsewhere: that reason stands
@@ -189,75 +176,36 @@ func (r *rx) terminate(pe *protoError) {
 	r.q.fail(&TerminateError{Err: pe.err, Cause: pe.cause})
 }
 
-// run receives until the stream ends (nil for a close between FPDUs) or an
-// error.
-func (r *rx) run() error {
-	for {
-		if r.sb == r.se {
-			// Between FPDUs after a large one, read only what the next
-			// header needs: its payload then goes straight into place.
-			buf := r.stage
-			if r.ulen >= bigFPDU {
-				buf = r.stage[:smallRead]
-			}
-			n, err := r.c.s.readv(append(r.bufs[:0], buf))
-			if err != nil {
-				return r.readErr(err)
-			}
-			r.sb, r.se = 0, n
-		}
-		ev, data, n, err := r.d.Next(r.stage[r.sb:r.se])
-		r.sb += n
-		switch ev {
-		case mpa.ULPDUStart:
-			r.startSegment()
-		case mpa.ULPDUData:
-			if r.bad != nil {
-				continue // the rest of a bad segment
-			}
-			if err := r.data(data); err != nil {
-				// With CRCs in use, the header that broke a rule has not
-				// been verified yet: it may be a corrupted one. Drop the
-				// rest of the ULPDU and report at the FPDU's end, where a
-				// CRC error takes precedence (RFC 5044 4.4, 8).
-				if pe, ok := err.(*protoError); ok && r.c.neg.CRC {
-					r.bad, r.dst = pe, nil
-					continue
-				}
-				return err
-			}
-			if r.d.Remaining() >= directMin && r.sb == r.se && r.hdrN == r.need && r.dst != nil {
-				if err := r.direct(); err != nil {
-					return err
-				}
-			}
-		case mpa.FPDUEnd:
-			if err != nil {
-				return &protoError{err: rdmap.FromMPA(uint8(mpa.CodeOf(err))), cause: err}
-			}
-			if r.bad != nil {
-				return r.bad
-			}
-			if err := r.endSegment(); err != nil {
-				return err
-			}
-		}
-	}
+// start begins a DDP Segment of ulen octets (the ULPDU of an FPDU).
+func (r *rx) start(ulen int) {
+	r.ulen, r.hdrN, r.need, r.placed, r.dst = ulen, 0, 1, 0, nil
 }
 
-// readErr classifies the end of reading: nil for the peer's FIN between
-// FPDUs (a graceful close), MPA error 1 otherwise.
-func (r *rx) readErr(err error) error {
-	if errors.Is(err, io.EOF) && r.d.AtBoundary() {
+// dest returns where the segment's next payload octets go, once its header
+// is complete and validated, so that the lower layer can read them
+// straight into place (then reporting them with placedDirect); nil when they
+// must come through data.
+func (r *rx) dest() []byte {
+	if r.hdrN < r.need {
 		return nil
 	}
-	return fmt.Errorf("%w: %v", r.d.EndOfStream(), err)
+	return r.dst
 }
 
-// startSegment begins a new FPDU's ULPDU: a DDP Segment.
-func (r *rx) startSegment() {
-	r.ulen, r.hdrN, r.need, r.placed, r.dst = r.d.ULPDULen(), 0, 1, 0, nil
+// placedDirect takes note that the lower layer put the first n octets of dest in
+// place.
+func (r *rx) placedDirect(n int) error {
+	r.dst = r.dst[n:]
+	r.placed += n
+	if len(r.dst) == 0 && r.placed < r.payload {
+		return r.nextDst()
+	}
+	return nil
 }
+
+// drop forgets where the payload goes: the lower layer drops the rest of a
+// segment whose header broke a rule, to report it at the segment's end.
+func (r *rx) drop() { r.dst = nil }
 
 // data takes ULPDU octets: the header first, then payload into place.
 func (r *rx) data(b []byte) error {
@@ -543,49 +491,9 @@ func (r *rx) readRequest(h ddp.Header) error {
 	return nil
 }
 
-// direct reads the rest of the current payload piece straight from the
-// socket into its destination, with the staging buffer after it for what
-// follows.
-func (r *rx) direct() error {
-	target := r.dst[:min(len(r.dst), r.d.Remaining())]
-	r.plan = r.d.PlanDirect(r.plan[:0], target)
-	want := 0
-	for _, p := range r.plan {
-		want += len(p)
-	}
-	cur := r.plan
-	staged := 0
-	ahead := r.stage
-	if r.ulen >= bigFPDU {
-		ahead = r.stage[:smallRead]
-	}
-	for want > 0 {
-		r.bufs = append(append(r.bufs[:0], cur...), ahead)
-		n, err := r.c.s.readv(r.bufs)
-		if err != nil {
-			return r.readErr(err)
-		}
-		if n >= want {
-			staged, want = n-want, 0
-			break
-		}
-		cur = advance(cur, n)
-		want -= n
-	}
-	if err := r.d.CommitDirect(target); err != nil {
-		return &protoError{err: rdmap.FromMPA(uint8(mpa.CodeOf(err))), cause: err}
-	}
-	r.dst = r.dst[len(target):]
-	r.placed += len(target)
-	r.sb, r.se = 0, staged
-	if len(r.dst) == 0 && r.placed < r.payload {
-		return r.nextDst()
-	}
-	return nil
-}
-
-// endSegment acts on a segment whose FPDU arrived whole with a good CRC.
-func (r *rx) endSegment() error {
+// end acts on a segment that arrived whole and sound (an FPDU with a good
+// CRC, an SCTP chunk).
+func (r *rx) end() error {
 	if r.section {
 		r.rd.Exit()
 		r.section = false

@@ -85,7 +85,7 @@ var sctpTests = map[string]func(*testing.T){
 // segment either side of the LLP's maximum) with every operation.
 func testSCTPSizes(t *testing.T) {
 	ini, resp := connect(t, ConnConfig{}, ConnConfig{})
-	m := ini.qp.conn.seg.MULPDU()
+	m := ini.qp.conn.l.maxULPDU()
 	for _, n := range []int{0, 1, m - 18 - 1, m - 18, m - 18 + 1, m, m + 1, 3*m + 7} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) { exchange(t, ini, resp, n) })
 	}

@@ -10,29 +10,24 @@ import (
 	"github.com/ddpstore/ddpstore/iwarp/rdmap"
 )
 
-// Transmit batching: a writev carries FPDUs of many messages until it holds
-// this much payload or this many iovecs.
+// Transmit batching: one write to the lower layer carries segments of many
+// messages until it holds this much payload or this many iovecs.
 const (
-	batchBytes   = 256 << 10
-	batchIOV     = maxIOV
-	emssInterval = 64 // small batches between re-reads of TCP_MAXSEG
-	// stageBytes is the staging buffer of a sender that inserts Markers:
-	// a batch's FPDUs are copied into it and written as one iovec (see
-	// mpa.Framer.UseStaging). It holds a full batch and the FPDU that may
-	// end it; a larger message is written a buffer at a time.
-	stageBytes = batchBytes + mpa.MaxFPDUStreamLen
+	batchBytes = 256 << 10
+	batchIOV   = maxIOV
 )
 
-// tx is the sender's state; only the sender goroutine touches it.
+// tx is the sender's DDP/RDMAP core: it takes work requests and Read
+// Responses in order, segments each message to the lower layer's MULPDU,
+// and completes what a batch carried once the batch is written. Only the
+// sender goroutine touches it.
 type tx struct {
-	c      *conn
-	q      *QP
-	rd     *mem.Reader
-	framer *mpa.Framer
-	iov    [][]byte
-	emss   int
-	mulpdu int
-	msn    [3]uint32 // next MSN per untagged queue (Send, Read Request, Terminate)
+	c   *conn
+	q   *QP
+	l   llp
+	rd  *mem.Reader
+	iov [][]byte
+	msn [3]uint32 // next MSN per untagged queue (Send, Read Request, Terminate)
 
 	pending    sendWQE // a taken work request not yet framed (a Read waiting for an ORD slot)
 	hasPend    bool
@@ -43,34 +38,28 @@ type tx struct {
 	done       []int          // inflight records this batch completes
 	resps      int            // Read Responses this batch sends
 	bytes      int
-	batches    int
 	broken     bool  // a writev failed part way: the stream is unusable
 	werr       error // a writev failed: nothing more is framed or written
-	seg        txSeg
 }
 
 func (c *conn) txLoop() {
 	q := c.qp
 	t := &tx{
-		c: c, q: q, rd: q.dev.mem.NewReader(),
-		framer: mpa.NewFramer(0, c.neg.TxMarkers, c.neg.CRC),
-		iov:    make([][]byte, 0, batchIOV+2*mpa.MaxULPDU/(mpa.MarkerInterval-mpa.MarkerSize)),
-		msn:    [3]uint32{1, 1, 1},
-		done:   make([]int, 0, 64),
-	}
-	if c.neg.TxMarkers {
-		t.framer.UseStaging(make([]byte, stageBytes))
+		c: c, q: q, l: c.l, rd: q.dev.mem.NewReader(),
+		iov:  make([][]byte, 0, batchIOV+2*mpa.MaxULPDU/(mpa.MarkerInterval-mpa.MarkerSize)),
+		msn:  [3]uint32{1, 1, 1},
+		done: make([]int, 0, 64),
 	}
 	defer t.rd.Close()
-	if err := t.refreshEMSS(); err != nil {
+	if err := t.l.startBatch(false); err != nil {
 		q.fail(err)
 		return
 	}
-	// RFC 5044 7.1.2 rule 4: the Responder sends nothing, not even a
+	// RFC 5044 7.1.2 rule 4: the MPA Responder sends nothing, not even a
 	// Marker, before it has received a valid FPDU.
 	// A peer that closes before sending one ends the connection
 	// gracefully: answer its FIN with ours.
-	for waiting := c.neg.Role == mpa.Responder && c.seg == nil; waiting; {
+	for waiting := t.l.holdsFirstTx(); waiting; {
 		select {
 		case <-c.firstRx:
 			waiting = false
@@ -79,7 +68,7 @@ func (c *conn) txLoop() {
 			return
 		case <-q.kick:
 			if c.graceful.Load() {
-				c.closeWrite()
+				c.l.closeWrite()
 				return
 			}
 		}
@@ -99,7 +88,7 @@ func (c *conn) txLoop() {
 		}
 		if !t.hasWork() {
 			if c.graceful.Load() && q.sq.Len() == 0 && !t.hasPend && c.readHead.Load() == c.readTl.Load() {
-				c.closeWrite() // RFC 5041 6.2.1: FIN after the last message
+				c.l.closeWrite() // RFC 5041 6.2.1: FIN after the last message
 				return
 			}
 			select {
@@ -137,52 +126,12 @@ func (t *tx) ordFree() bool {
 	return int(c.readTl.Load()-c.readHead.Load()) < len(c.reads)-1 && len(c.reads) > 1
 }
 
-// refreshEMSS reads the EMSS and derives the MULPDU (RFC 5044 4.5).
-func (t *tx) refreshEMSS() error {
-	if t.c.seg != nil {
-		t.mulpdu = t.c.seg.MULPDU()
-		t.emss = t.mulpdu
-		return nil
-	}
-	emss := t.c.emss
-	if emss == 0 {
-		var err error
-		if emss, err = t.c.s.emss(); err != nil {
-			return fmt.Errorf("iwarp: reading TCP_MAXSEG: %w", err)
-		}
-	}
-	t.emss = max(emss, mpa.MinMULPDU+mpa.Overhead)
-	t.mulpdu = mpa.MULPDU(t.emss, t.c.neg.TxMarkers)
-	return nil
-}
-
-// maxULPDU returns the largest ULPDU of the next FPDU: one that ends the
-// current EMSS-sized stretch of the stream, so that FPDUs stay aligned with
-// TCP segments (RFC 5044 5.1, appendix A); or a full MULPDU when the room
-// left is under the 128-octet floor of 4.5.
-func (t *tx) maxULPDU() int {
-	if t.c.seg != nil {
-		return t.mulpdu
-	}
-	room := t.emss - int(t.framer.Pos()%uint32(t.emss))
-	if u := t.framer.MaxULPDUIn(room); u >= mpa.MinMULPDU {
-		return u
-	}
-	return t.mulpdu
-}
-
 // batch frames as much queued work as fits one writev and writes it.
 func (t *tx) batch() error {
 	c, q := t.c, t.q
-	// TCP raises the MSS as the window opens (on loopback from 32 KiB to
-	// 64 KiB): follow it closely after bulk batches, rarely otherwise.
-	if t.batches%emssInterval == 0 || t.bytes >= 64<<10 {
-		if err := t.refreshEMSS(); err != nil {
-			return err
-		}
+	if err := t.l.startBatch(t.bytes >= 64<<10); err != nil {
+		return err
 	}
-	t.batches++
-	t.framer.Reset()
 	t.iov, t.done, t.resps, t.bytes = t.iov[:0], t.done[:0], 0, 0
 	t.rd.Enter()
 	var err error
@@ -301,7 +250,7 @@ func (t *tx) readResponse(r *inRead) error {
 func (t *tx) tagged(op rdmap.Opcode, stag uint32, to uint64, n int, total uint32) {
 	f, _ := rdmap.TaggedFields(op, stag, to)
 	for off := uint32(0); ; {
-		seg := min(total-off, uint32(t.maxULPDU()-ddp.TaggedHeaderLen))
+		seg := min(total-off, uint32(t.l.maxULPDU()-ddp.TaggedHeaderLen))
 		f.Last, f.TO = off+seg == total, to+uint64(off)
 		f.Encode(t.hdr[:])
 		t.frame(t.hdr[:ddp.TaggedHeaderLen], n, off, seg)
@@ -317,7 +266,7 @@ func (t *tx) sendMessage(op rdmap.Opcode, inv uint32, n int, total uint32) {
 	f, _ := rdmap.UntaggedFields(op, t.msn[rdmap.QNSend], inv)
 	t.msn[rdmap.QNSend]++
 	for off := uint32(0); ; {
-		seg := min(total-off, uint32(t.maxULPDU()-ddp.UntaggedHeaderLen))
+		seg := min(total-off, uint32(t.l.maxULPDU()-ddp.UntaggedHeaderLen))
 		f.Last, f.MO = off+seg == total, off
 		f.Encode(t.hdr[:])
 		t.frame(t.hdr[:ddp.UntaggedHeaderLen], n, off, seg)
@@ -339,22 +288,21 @@ func (t *tx) untagged(op rdmap.Opcode, qn uint32, inv uint32, payload []byte) {
 	t.frame(t.hdr[:ddp.UntaggedHeaderLen+k], 0, 0, 0)
 }
 
-// flush writes what is framed and readies the Framer for more. A failed
-// write leaves the stream cut inside an FPDU: t.werr stops all framing.
+// flush writes what is framed. A failed write leaves the stream cut inside
+// a segment: t.werr stops all framing.
 func (t *tx) flush() {
 	if len(t.iov) > 0 {
-		if err := t.write(); err != nil {
+		if err := t.l.write(t.iov); err != nil {
 			t.broken = true
 			t.werr = fmt.Errorf("%w: %v", mpa.ErrLLPLost, err)
 		}
 	}
-	t.framer.Reset()
 	t.iov = t.iov[:0]
 }
 
-// frame appends one FPDU: hdr and octets [off, off+seg) of t.pieces[:n].
-// When the staging buffer of a Markers sender is full, it first writes the
-// FPDUs framed so far.
+// frame appends one DDP Segment: hdr and octets [off, off+seg) of
+// t.pieces[:n]. When the lower layer's batch is full (a Markers sender's
+// staging buffer), it first writes the segments framed so far.
 func (t *tx) frame(hdr []byte, n int, off, seg uint32) {
 	if t.werr != nil {
 		return
@@ -372,9 +320,10 @@ func (t *tx) frame(hdr []byte, n int, off, seg uint32) {
 		seg -= take
 		off = 0
 	}
-	if err := t.appendULPDU(hdr, t.sub[:k]); err == mpa.ErrStagingFull {
+	var err error
+	if t.iov, err = t.l.appendULPDU(t.iov, hdr, t.sub[:k]); err == errBatchFull {
 		if t.flush(); t.werr == nil {
-			t.appendULPDU(hdr, t.sub[:k])
+			t.iov, _ = t.l.appendULPDU(t.iov, hdr, t.sub[:k])
 		}
 	}
 	for i := range k {
@@ -387,7 +336,9 @@ func (t *tx) frame(hdr []byte, n int, off, seg uint32) {
 // peer-to-peer connection (RFC 6581): a zero-length Send, RDMA Write, or
 // RDMA Read Request.
 func (t *tx) sendRTR() error {
-	t.framer.Reset()
+	if err := t.l.startBatch(false); err != nil {
+		return err
+	}
 	t.iov = t.iov[:0]
 	switch t.c.neg.RTR {
 	case mpa.RTRSend:
@@ -414,9 +365,9 @@ func (t *tx) sendTerminate() {
 	if ti == nil || t.broken {
 		return // nothing to send, or a write broke off inside an FPDU
 	}
-	t.framer.Reset()
+	t.l.startBatch(false) // an EMSS that cannot be re-read keeps the last one
 	t.iov = t.iov[:0]
 	t.untagged(rdmap.OpTerminate, rdmap.QNTerminate, 0, ti.b)
-	t.c.setWriteDeadline(time.Now().Add(terminateGrace))
+	t.l.setWriteDeadline(time.Now().Add(terminateGrace))
 	t.flush() // best effort: the peer may be gone already
 }
