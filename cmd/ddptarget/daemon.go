@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -40,18 +43,26 @@ type lunKey struct {
 // openLU is an LU with the config it was built from, so a reload reuses
 // LUs whose definition did not change (a memory LUN keeps its data).
 type openLU struct {
-	def   config.LUN
-	store blockdev.Store
-	lu    *lu.LU
+	def     config.LUN
+	store   blockdev.Store
+	lu      *lu.LU
+	created os.FileInfo // the file open created for the store, or nil
 }
 
 // start opens every store, builds the targets and listens on every portal.
-func start(cfg *config.Target, logger *log.Entry) (d *daemon, err error) {
-	d = &daemon{log: logger, dev: iwarp.NewDevice(0), failed: make(chan error, 1), luns: map[lunKey]*openLU{}}
+// When it fails it leaves nothing behind: the listeners it opened and the
+// stores are closed, and the store files it created are removed.
+func start(cfg *config.Target, logger *log.Entry) (*daemon, error) {
+	d := &daemon{log: logger, dev: iwarp.NewDevice(0), failed: make(chan error, 1), luns: map[lunKey]*openLU{}}
+	var lns []*iwarp.Listener
+	started := false
 	defer func() {
-		if err != nil {
-			d.closeStores(true)
+		if !started {
+			for _, l := range lns {
+				l.Close()
+			}
 			d.dev.Close()
+			d.discard()
 		}
 	}()
 	exports, err := d.build(cfg)
@@ -59,7 +70,6 @@ func start(cfg *config.Target, logger *log.Entry) (d *daemon, err error) {
 		return nil, err
 	}
 	var portals []login.Portal
-	var lns []*iwarp.Listener
 	for _, p := range cfg.Portals {
 		network := p.Transport // tcp, sctp (kernel) or sctp-udp: the iwarp networks
 		if network == "" {
@@ -68,10 +78,7 @@ func start(cfg *config.Target, logger *log.Entry) (d *daemon, err error) {
 		ln, err := d.dev.Listen(network, p.Listen, iwarp.ConnConfig{MPA: mpa.StartupConfig{
 			Revision: uint8(p.MPA.Revision), Markers: p.MPA.Markers, NoCRC: !p.MPA.CRC}})
 		if err != nil {
-			for _, l := range lns {
-				l.Close()
-			}
-			return nil, fmt.Errorf("portal %s: %w", p.Listen, err)
+			return nil, listenError(network, p.Listen, err)
 		}
 		lns = append(lns, ln)
 		portals = append(portals, login.Portal{Addr: ln.Addr().String(), TPGT: 1})
@@ -82,11 +89,9 @@ func start(cfg *config.Target, logger *log.Entry) (d *daemon, err error) {
 		QueueDepth: cfg.Limits.QueueDepth, MaxSessions: cfg.Limits.MaxSessions, Log: logger,
 	})
 	if err != nil {
-		for _, l := range lns {
-			l.Close()
-		}
 		return nil, err
 	}
+	started = true
 	for _, ln := range lns {
 		d.wg.Add(1)
 		go func() {
@@ -106,6 +111,24 @@ func start(cfg *config.Target, logger *log.Entry) (d *daemon, err error) {
 	return d, nil
 }
 
+// listenError says why a portal cannot listen, as "listen ADDR: CAUSE"
+// ("listen sctp ADDR: CAUSE" for SCTP portals): the cause without the net
+// package's "listen tcp ADDR: bind: ", which repeats what is known.
+func listenError(network, addr string, err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) {
+		err = op.Err
+		var se *os.SyscallError
+		if errors.As(err, &se) {
+			err = se.Err
+		}
+	}
+	if network != "tcp" {
+		return fmt.Errorf("listen %s %s: %w", network, addr, err)
+	}
+	return fmt.Errorf("listen %s: %w", addr, err)
+}
+
 // build opens (or reuses) the LUs of cfg and returns the exports.
 func (d *daemon) build(cfg *config.Target) ([]target.Export, error) {
 	d.mu.Lock()
@@ -115,6 +138,7 @@ func (d *daemon) build(cfg *config.Target) ([]target.Export, error) {
 	fail := func(err error) ([]target.Export, error) {
 		for _, o := range opened {
 			o.store.Close()
+			o.removeCreated()
 		}
 		return nil, err
 	}
@@ -153,22 +177,41 @@ func (d *daemon) build(cfg *config.Target) ([]target.Export, error) {
 
 func (d *daemon) open(l config.LUN) (*openLU, error) {
 	var st blockdev.Store
+	var created os.FileInfo
 	var err error
 	if l.Path != "" {
+		// blockdev.Open creates a missing file: note that it did, so that
+		// a failed start or reload removes the file again.
+		_, statErr := os.Stat(l.Path)
 		st, err = blockdev.Open(l.Path, int64(l.Size), l.ReadOnly)
+		if err == nil && errors.Is(statErr, fs.ErrNotExist) {
+			created, _ = os.Stat(l.Path)
+		}
 	} else {
 		st, err = blockdev.NewMemory(int64(l.Memory))
 	}
 	if err != nil {
 		return nil, err
 	}
+	o := &openLU{def: l, store: st, created: created}
 	d.nextID++
-	u, err := lu.New(d.nextID, st)
-	if err != nil {
+	if o.lu, err = lu.New(d.nextID, st); err != nil {
 		st.Close()
+		o.removeCreated()
 		return nil, err
 	}
-	return &openLU{def: l, store: st, lu: u}, nil
+	return o, nil
+}
+
+// removeCreated removes the store's file if open created it and it is
+// still that file. The store must be closed.
+func (o *openLU) removeCreated() {
+	if o.created == nil {
+		return
+	}
+	if fi, err := os.Stat(o.def.Path); err == nil && os.SameFile(fi, o.created) {
+		os.Remove(o.def.Path)
+	}
 }
 
 func loginCHAP(c *config.CHAP) *login.CHAP {
@@ -214,6 +257,23 @@ func (d *daemon) closeStores(all bool) {
 		}
 	}
 	d.retired = keep
+}
+
+// discard undoes a start that failed: it closes every store and removes
+// the store files the start created.
+func (d *daemon) discard() {
+	d.mu.Lock()
+	var created []*openLU
+	for _, o := range d.luns {
+		if o.created != nil {
+			created = append(created, o)
+		}
+	}
+	d.mu.Unlock()
+	d.closeStores(true)
+	for _, o := range created {
+		o.removeCreated()
+	}
 }
 
 // shutdown drains the sessions, then syncs and unmaps every store.

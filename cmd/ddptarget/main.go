@@ -28,7 +28,7 @@ import (
 // Exit codes.
 const (
 	exitOK     = 0
-	exitFailed = 1 // the daemon failed while running
+	exitFailed = 1 // the daemon could not start (a portal, a store) or failed while running
 	exitUsage  = 2 // bad flags or a bad configuration
 )
 
@@ -48,7 +48,8 @@ Signals: SIGINT/SIGTERM shut down gracefully; SIGHUP reloads LUNs, ACLs and
 CHAP from FILE, keeping the sessions the change does not touch.
 
 Exit status: 0 after a clean shutdown or a valid --check, 1 when the daemon
-fails while running, 2 for bad flags or a bad configuration.
+cannot start (a portal cannot listen, a store cannot be opened) or fails
+while running, 2 for bad flags or a bad configuration.
 `
 
 func main() {
@@ -97,7 +98,8 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
 	}
 	d, err := start(cfg, logger)
 	if err != nil {
-		logger.Errorf("ddptarget: %v", err)
+		// One line, like a configuration error: the daemon never ran.
+		fmt.Fprintf(stderr, "ddptarget: %v\n", err)
 		return exitFailed
 	}
 	for {

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The tests here run ddpinitiator as a process, built once with the race
+// detector as integration/daemon does, and check that a command that
+// cannot start exits with one line that names the cause.
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// ddpinitiator returns the path of the built program.
+func ddpinitiator(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "ddpinitiator-bin")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "ddpinitiator")
+		out, err := exec.Command("go", "build", "-race", "-o", binPath, "github.com/ddpstore/ddpstore/cmd/ddpinitiator").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("go build ddpinitiator: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
+// closedPort returns a loopback address nobody listens on now.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// runInitiator runs ddpinitiator with args and returns its exit code and
+// stderr.
+func runInitiator(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, ddpinitiator(t), args...)
+	cmd.WaitDelay = 5 * time.Second
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("ddpinitiator %v: %v", args, err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("ddpinitiator %v did not fail within 30 s:\n%s", args, stderr.String())
+	}
+	return cmd.ProcessState.ExitCode(), stderr.String()
+}
+
+// wantOneLine checks a failed command: a non-zero exit status (wantCode
+// unless it is 0) and, on stderr, exactly one line that contains each of
+// words, with no panic and no goroutine dump.
+func wantOneLine(t *testing.T, code int, stderr string, wantCode int, words ...string) {
+	t.Helper()
+	if code == 0 || wantCode != 0 && code != wantCode {
+		t.Errorf("exit status %d, want %d", code, wantCode)
+	}
+	if strings.Contains(stderr, "panic") || strings.Contains(stderr, "goroutine") {
+		t.Fatalf("stderr has a panic:\n%s", stderr)
+	}
+	line, rest, _ := strings.Cut(stderr, "\n")
+	if rest != "" || !strings.HasSuffix(stderr, "\n") {
+		t.Errorf("stderr is not one line:\n%s", stderr)
+	}
+	for _, w := range words {
+		if !strings.Contains(line, w) {
+			t.Errorf("stderr %q does not say %q", line, w)
+		}
+	}
+}
+
+// TestConnectionRefused: nobody listens on the portal.
+func TestConnectionRefused(t *testing.T) {
+	addr := closedPort(t)
+	for _, cmd := range []string{"login", "discover", "bench"} {
+		t.Run(cmd, func(t *testing.T) {
+			code, stderr := runInitiator(t, cmd, addr)
+			wantOneLine(t, code, stderr, exitFailed, "ddpinitiator: ", " "+addr+": ", "connection refused")
+		})
+	}
+}
+
+// TestBadAddress: the portal on the command line is no address.
+func TestBadAddress(t *testing.T) {
+	for _, c := range []struct{ portal, words string }{
+		{"127.0.0.1:99999", "invalid port"},
+		{"127.0.0.1:iscsi-nope", "unknown port"},
+	} {
+		t.Run(c.portal, func(t *testing.T) {
+			code, stderr := runInitiator(t, "login", c.portal)
+			wantOneLine(t, code, stderr, 0, "ddpinitiator: login to ", c.portal, c.words)
+		})
+	}
+}
+
+// TestBadConfig: a configuration with one defect is one line naming the
+// file, the line and the field, with exit status 2.
+func TestBadConfig(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "initiator.yaml")
+	body := "initiator_name: iqn.2026-11.io.ddpstore:host1\ntargets:\n  - name: iqn.2026-11.io.ddpstore:t\n    portals: [\":3260\"]\n"
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stderr := runInitiator(t, "login", "--config", cfg)
+	wantOneLine(t, code, stderr, exitUsage, "ddpinitiator: "+cfg+":4:", "targets[0].portals[0]", "has no host")
+	code, stderr = runInitiator(t, "login", "--config", filepath.Join(t.TempDir(), "missing.yaml"))
+	wantOneLine(t, code, stderr, exitUsage, "ddpinitiator: open ", "missing.yaml: no such file or directory")
+}
+
+// TestMountPointMissing: mount (in the foreground and as a daemon) on a
+// directory that does not exist fails before it dials, and the daemon
+// form leaves no run directory behind.
+func TestMountPointMissing(t *testing.T) {
+	tmp := t.TempDir()
+	dir, runDir := filepath.Join(tmp, "missing"), filepath.Join(tmp, "run")
+	for _, daemon := range []bool{false, true} {
+		args := []string{"mount", "--run-dir", runDir}
+		if daemon {
+			args = append(args, "--daemon")
+		}
+		code, stderr := runInitiator(t, append(args, closedPort(t), dir)...)
+		wantOneLine(t, code, stderr, exitUsage, "ddpinitiator mount: mount point: stat "+dir+": no such file or directory")
+	}
+	if _, err := os.Stat(runDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the failed mounts made %s: %v", runDir, err)
+	}
+}
