@@ -112,7 +112,6 @@ type Initiator struct {
 	auth        authMethod
 	offeredNone bool
 	chap        chapInitiator
-	unknown     map[string]bool
 	targetAlias string
 	tpgt        uint16
 	result      Result
@@ -363,61 +362,22 @@ func failure(lr iscsi.LoginResp, data []byte) *StatusError {
 // the next request. final reports a Login Final-Response, which can carry
 // no proposal needing an answer (section 6.3).
 func (i *Initiator) keys(pairs []pair, final bool) ([]pair, error) {
+	targetAddress := func(idx int) bool {
+		return idx == kTargetAddress // section 6.3: may be declared repeatedly; only redirections use it
+	}
+	g, e := i.neg.sortKeys(pairs, i.stage, targetAddress, i.sessionKey)
+	if e != nil {
+		return nil, protoErr("%s", e.reason)
+	}
 	var next []pair
-	auth := map[int]string{}
-	var items []item
-	for pos, p := range pairs {
-		idx := lookupKey(p.key)
-		if idx < 0 {
-			if reserved(p.value) {
-				return nil, protoErr("%s: the initiator sent no such key", kv(p.key, p.value))
-			}
-			if i.unknown[p.key] {
-				return nil, protoErr("%s sent twice (section 6.3)", p.key)
-			}
-			if i.unknown == nil {
-				i.unknown = map[string]bool{}
-			}
-			i.unknown[p.key] = true
-			if !final {
-				next = append(next, pair{p.key, valNotUnderstood})
-			}
-			continue
-		}
-		if idx == kTargetAddress {
-			continue // section 6.3: may be declared repeatedly; only redirections use it
-		}
-		if e := i.neg.check(idx, i.stage); e != nil {
-			return nil, protoErr("%s", e.reason)
-		}
-		switch keyTable[idx].kind {
-		case kindSession:
-			switch idx {
-			case kTargetAlias:
-				if err := checkLocalName(p.value); err != nil {
-					return nil, protoErr("%s: %v", kv(p.key, p.value), err)
-				}
-				i.targetAlias = p.value
-			case kTargetPortalGroupTag:
-				n, err := keyTable[idx].checkNumber(p.value)
-				if err != nil {
-					return nil, protoErr("%s: %v", kv(p.key, p.value), err)
-				}
-				i.tpgt = uint16(n)
-			default:
-				return nil, protoErr("%s is declared by the initiator only (section 13)", kv(p.key, p.value))
-			}
-		case kindAuth:
-			auth[idx] = p.value
-		default:
-			items = append(items, item{idx, p.value, pos})
-		}
+	if !final {
+		next = g.notUnderstood
 	}
 	if i.stage == StageSecurity {
-		p, err := i.authStep(auth)
+		p, err := i.authStep(g.auth)
 		return append(next, p...), err
 	}
-	answers, required, e := i.neg.receive(items)
+	answers, required, e := i.neg.receive(g.items)
 	if e != nil {
 		return nil, protoErr("%s", e.reason)
 	}
@@ -425,6 +385,28 @@ func (i *Initiator) keys(pairs []pair, final bool) ([]pair, error) {
 		return nil, protoErr("the Final-Response proposes %s, which needs an answer the initiator cannot send (section 6.3)", required)
 	}
 	return append(next, answers...), nil
+}
+
+// sessionKey takes a session key of a Login Response: TargetAlias or
+// TargetPortalGroupTag, the two a target declares.
+func (i *Initiator) sessionKey(idx int, v string) *negError {
+	name := keyTable[idx].name
+	switch idx {
+	case kTargetAlias:
+		if err := checkLocalName(v); err != nil {
+			return nerr(StatusInitiatorError, "%s: %v", kv(name, v), err)
+		}
+		i.targetAlias = v
+	case kTargetPortalGroupTag:
+		n, err := keyTable[idx].checkNumber(v)
+		if err != nil {
+			return nerr(StatusInitiatorError, "%s: %v", kv(name, v), err)
+		}
+		i.tpgt = uint16(n)
+	default:
+		return nerr(StatusInitiatorError, "%s is declared by the initiator only (section 13)", kv(name, v))
+	}
+	return nil
 }
 
 // authStep follows the target's side of AuthMethod and CHAP (section 12.1).

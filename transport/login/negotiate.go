@@ -79,6 +79,7 @@ type negotiator struct {
 	leading   bool
 	rdma      rdmaState
 	st        [numKeys]keyState
+	unknown   map[string]bool // the keys the peer sent that this node does not know
 }
 
 func newNegotiator(r role, offer Params, discovery, leading bool) *negotiator {
@@ -128,6 +129,70 @@ func (n *negotiator) check(idx int, stage uint8) *negError {
 	if !n.leading && d.has(leadingOnly) {
 		return nerr(StatusInitiatorError, "%s is leading-only (Use: LO) but this is not the leading connection (section 13)", d.name)
 	}
+	return nil
+}
+
+// keyGroups are the keys of one logical text data segment, sorted by who
+// handles them.
+type keyGroups struct {
+	notUnderstood []pair         // the answers to the unknown keys (section 6.2)
+	auth          map[int]string // AuthMethod and the CHAP keys
+	items         []item         // the operational keys, for receive
+}
+
+// sortKeys is the key loop both roles run over a logical text data segment
+// from the peer. An unknown key is answered NotUnderstood (section 6.2),
+// unless its value is reserved or it comes twice; a known key that skip
+// does not pass over must pass check in stage, and then goes to session
+// (the session keys), to auth or to items. The initiator reads only the
+// reason of the error.
+func (n *negotiator) sortKeys(pairs []pair, stage uint8, skip func(idx int) bool, session func(idx int, v string) *negError) (keyGroups, *negError) {
+	g := keyGroups{auth: map[int]string{}}
+	for pos, p := range pairs {
+		idx := lookupKey(p.key)
+		if idx < 0 {
+			if e := n.unknownKey(p); e != nil {
+				return keyGroups{}, e
+			}
+			g.notUnderstood = append(g.notUnderstood, pair{p.key, valNotUnderstood})
+			continue
+		}
+		if skip(idx) {
+			continue
+		}
+		if e := n.check(idx, stage); e != nil {
+			return keyGroups{}, e
+		}
+		switch keyTable[idx].kind {
+		case kindSession:
+			if e := session(idx, p.value); e != nil {
+				return keyGroups{}, e
+			}
+		case kindAuth:
+			g.auth[idx] = p.value
+		default:
+			g.items = append(g.items, item{idx, p.value, pos})
+		}
+	}
+	return g, nil
+}
+
+// unknownKey records a key this node does not know; a reserved value
+// (section 6.2) or a second occurrence (section 6.3) is an error.
+func (n *negotiator) unknownKey(p pair) *negError {
+	if reserved(p.value) {
+		if n.role == roleInitiator {
+			return nerr(StatusInitiatorError, "%s: the initiator sent no such key", kv(p.key, p.value))
+		}
+		return nerr(StatusInitiatorError, "%s: %s is not a valid proposal (section 6.2)", kv(p.key, p.value), p.value)
+	}
+	if n.unknown[p.key] {
+		return nerr(StatusInitiatorError, "%s sent twice (section 6.3)", p.key)
+	}
+	if n.unknown == nil {
+		n.unknown = map[string]bool{}
+	}
+	n.unknown[p.key] = true
 	return nil
 }
 

@@ -114,7 +114,6 @@ type Target struct {
 
 	neg     *negotiator
 	opBegun bool
-	unknown map[string]bool
 	result  Result
 }
 
@@ -290,47 +289,20 @@ func (t *Target) process(pairs []pair) ([]pair, *negError) {
 			t.authDone = true
 		}
 	}
-	auth := map[int]string{}
-	var items []item
-	for pos, p := range pairs {
-		idx := lookupKey(p.key)
-		if idx < 0 {
-			if reserved(p.value) {
-				return nil, nerr(StatusInitiatorError, "%s: %s is not a valid proposal (section 6.2)", kv(p.key, p.value), p.value)
-			}
-			if t.unknown[p.key] {
-				return nil, nerr(StatusInitiatorError, "%s sent twice (section 6.3)", p.key)
-			}
-			if t.unknown == nil {
-				t.unknown = map[string]bool{}
-			}
-			t.unknown[p.key] = true
-			out = append(out, pair{p.key, valNotUnderstood}) // section 6.2
-			continue
-		}
-		if first && (idx == kInitiatorName || idx == kTargetName || idx == kSessionType || idx == kInitiatorAlias) {
-			continue // taken by session
-		}
-		if e := t.neg.check(idx, t.stage); e != nil {
-			return nil, e
-		}
-		switch keyTable[idx].kind {
-		case kindSession:
-			if e := t.lateSessionKey(idx, p.value); e != nil {
-				return nil, e
-			}
-		case kindAuth:
-			auth[idx] = p.value
-		default:
-			items = append(items, item{idx, p.value, pos})
-		}
+	sessionKeys := func(idx int) bool {
+		return first && (idx == kInitiatorName || idx == kTargetName || idx == kSessionType || idx == kInitiatorAlias) // taken by session
 	}
+	g, e := t.neg.sortKeys(pairs, t.stage, sessionKeys, t.lateSessionKey)
+	if e != nil {
+		return nil, e
+	}
+	out = append(out, g.notUnderstood...)
 	if t.stage == StageSecurity {
-		a, e := t.authenticate(auth)
+		a, e := t.authenticate(g.auth)
 		return append(out, a...), e
 	}
 	continued := t.opBegun
-	answers, _, e := t.neg.receive(items)
+	answers, _, e := t.neg.receive(g.items)
 	if e != nil {
 		return nil, e
 	}
