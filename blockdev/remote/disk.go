@@ -16,23 +16,7 @@ import (
 	"time"
 
 	"github.com/ddpstore/ddpstore/transport/initiator"
-)
-
-// SCSI operation codes used here (SBC-3).
-const (
-	opRead16        = 0x88
-	opWrite16       = 0x8a
-	opSyncCache10   = 0x35
-	opReadCap16     = 0x9e
-	opReportLUNs    = 0xa0
-	opModeSense6    = 0x1a
-	statusGood      = 0x00
-	statusCheck     = 0x02
-	statusBusy      = 0x08
-	statusTaskFull  = 0x28
-	senseDataProt   = 0x7
-	senseMedium     = 0x3
-	senseIllegalReq = 0x5
+	"github.com/ddpstore/ddpstore/transport/scsi"
 )
 
 // Disk is one LUN of a session. Its methods are safe for concurrent use.
@@ -127,7 +111,7 @@ func (d *Disk) Read(ctx context.Context, off int64, n int) (*Slot, error) {
 		return nil, err
 	}
 	a, b := d.span(off, n)
-	if err := d.io(ctx, sl, opRead16, a, sl.buf[:b-a]); err != nil {
+	if err := d.io(ctx, sl, scsi.Read16, a, sl.buf[:b-a]); err != nil {
 		sl.Release()
 		return nil, err
 	}
@@ -178,12 +162,12 @@ func (d *Disk) Write(ctx context.Context, off int64, bufs ...[]byte) (int, error
 		defer d.rmw.Unlock()
 		bs := int64(d.bs)
 		if a != off {
-			if err := d.io(ctx, sl, opRead16, a, sl.buf[:bs]); err != nil {
+			if err := d.io(ctx, sl, scsi.Read16, a, sl.buf[:bs]); err != nil {
 				return 0, err
 			}
 		}
 		if e := off + int64(n); e != b && (b-bs != a || a == off) {
-			if err := d.io(ctx, sl, opRead16, b-bs, sl.buf[b-bs-a:b-a]); err != nil {
+			if err := d.io(ctx, sl, scsi.Read16, b-bs, sl.buf[b-bs-a:b-a]); err != nil {
 				return 0, err
 			}
 		}
@@ -192,7 +176,7 @@ func (d *Disk) Write(ctx context.Context, off int64, bufs ...[]byte) (int, error
 	for _, b := range bufs {
 		p = p[copy(p, b):]
 	}
-	if err := d.io(ctx, sl, opWrite16, a, sl.buf[:b-a]); err != nil {
+	if err := d.io(ctx, sl, scsi.Write16, a, sl.buf[:b-a]); err != nil {
 		return 0, err
 	}
 	return n, nil
@@ -222,7 +206,7 @@ func (d *Disk) Sync(ctx context.Context) error {
 	defer sl.Release()
 	cdb := sl.cdb[:10]
 	clear(cdb)
-	cdb[0] = opSyncCache10
+	cdb[0] = scsi.SynchronizeCache10
 	return d.do(ctx, sl, cdb, initiator.NoData, nil)
 }
 
@@ -234,7 +218,7 @@ func (d *Disk) io(ctx context.Context, sl *Slot, op byte, a int64, buf []byte) e
 	binary.BigEndian.PutUint64(cdb[2:], uint64(a/int64(d.bs)))
 	binary.BigEndian.PutUint32(cdb[10:], uint32(len(buf)/d.bs))
 	dir := initiator.DataIn
-	if op == opWrite16 {
+	if op == scsi.Write16 {
 		dir = initiator.DataOut
 	}
 	return d.do(ctx, sl, cdb, dir, buf)
@@ -257,9 +241,9 @@ func (d *Disk) do(ctx context.Context, sl *Slot, cdb []byte, dir initiator.Direc
 			return &IOError{Op: cdb[0], Err: err, Errno: syscall.EIO}
 		}
 		switch cmd.Status {
-		case statusGood:
+		case scsi.StatusGood:
 			return nil
-		case statusBusy, statusTaskFull:
+		case scsi.StatusBusy, scsi.StatusTaskSetFull:
 			if try < busyRetries {
 				time.Sleep(busyWait)
 				continue
@@ -272,13 +256,13 @@ func (d *Disk) do(ctx context.Context, sl *Slot, cdb []byte, dir initiator.Direc
 // senseErrno maps a failed command's status and sense key to the errno a
 // program sees.
 func senseErrno(status uint8, sense []byte) syscall.Errno {
-	if status != statusCheck || len(sense) < 3 {
+	if status != scsi.StatusCheckCondition || len(sense) < 3 {
 		return syscall.EIO
 	}
 	switch sense[2] & 0xf {
-	case senseDataProt:
+	case scsi.SenseDataProtect:
 		return syscall.EROFS
-	case senseIllegalReq:
+	case scsi.SenseIllegalRequest:
 		return syscall.EINVAL
 	}
 	return syscall.EIO

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 
 	"github.com/ddpstore/ddpstore/transport/initiator"
+	"github.com/ddpstore/ddpstore/transport/scsi"
 )
 
 // ReportLUNs returns the LUN numbers the target reports (REPORT LUNS,
@@ -15,7 +16,7 @@ func ReportLUNs(ctx context.Context, s *initiator.Session) ([]uint16, error) {
 		return nil, err
 	}
 	defer s.Free(buf)
-	cdb := []byte{opReportLUNs, 0, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0}
+	cdb := []byte{scsi.ReportLUNs, 0, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0}
 	if err := Run(ctx, s, &initiator.Command{CDB: cdb, Dir: initiator.DataIn, Data: buf}); err != nil {
 		return nil, err
 	}
@@ -41,7 +42,7 @@ func ReadCapacity(ctx context.Context, s *initiator.Session, lun uint16) (blocks
 		return 0, 0, err
 	}
 	defer s.Free(buf)
-	cdb := []byte{opReadCap16, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0}
+	cdb := []byte{scsi.ServiceActionIn16, scsi.ReadCapacity16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0}
 	if err := Run(ctx, s, &initiator.Command{LUN: lun, CDB: cdb, Dir: initiator.DataIn, Data: buf[:32]}); err != nil {
 		return 0, 0, err
 	}
@@ -56,7 +57,7 @@ func writeProtected(ctx context.Context, s *initiator.Session, lun uint16) (bool
 		return false, err
 	}
 	defer s.Free(buf)
-	cdb := []byte{opModeSense6, 0x08, 0x3f, 0, 192, 0} // DBD, all pages
+	cdb := []byte{scsi.ModeSense6, 0x08, 0x3f, 0, 192, 0} // DBD, all pages
 	cmd := &initiator.Command{LUN: lun, CDB: cdb, Dir: initiator.DataIn, Data: buf[:192]}
 	if err := Run(ctx, s, cmd); err != nil {
 		return false, err
@@ -69,7 +70,7 @@ func Run(ctx context.Context, s *initiator.Session, cmd *initiator.Command) erro
 	if err := s.Do(ctx, cmd); err != nil {
 		return err
 	}
-	if cmd.Status != statusGood {
+	if cmd.Status != scsi.StatusGood {
 		return &initiator.StatusError{Status: cmd.Status, Sense: cmd.Sense}
 	}
 	return nil

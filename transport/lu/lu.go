@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/ddpstore/ddpstore/blockdev"
+	"github.com/ddpstore/ddpstore/transport/scsi"
 	"github.com/gostor/gotgt/pkg/api"
 	gscsi "github.com/gostor/gotgt/pkg/scsi"
 )
@@ -42,20 +43,20 @@ func New(id uint64, store blockdev.Store) (*LU, error) {
 	if !ok {
 		return nil, fmt.Errorf("lu: gotgt SBC device has unexpected type %T", proto)
 	}
-	replace(sbc.SCSIDeviceOps, readWrite, api.READ_6, api.READ_10, api.READ_12, api.READ_16,
-		api.WRITE_6, api.WRITE_10, api.WRITE_12, api.WRITE_16,
-		api.WRITE_VERIFY, api.WRITE_VERIFY_12, api.WRITE_VERIFY_16)
-	replace(sbc.SCSIDeviceOps, writeSame, api.WRITE_SAME, api.WRITE_SAME_16)
-	replace(sbc.SCSIDeviceOps, unmap, api.UNMAP)
-	replace(sbc.SCSIDeviceOps, syncCache, api.SYNCHRONIZE_CACHE, api.SYNCHRONIZE_CACHE_16)
-	replace(sbc.SCSIDeviceOps, compareAndWrite, api.COMPARE_AND_WRITE)
-	replace(sbc.SCSIDeviceOps, serviceActionIn, api.SERVICE_ACTION_IN)
-	replace(sbc.SCSIDeviceOps, inquiry, api.INQUIRY)
-	replace(sbc.SCSIDeviceOps, maintenanceIn, api.MAINT_PROTOCOL_IN)
+	replace(sbc.SCSIDeviceOps, readWrite, scsi.Read6, scsi.Read10, scsi.Read12, scsi.Read16,
+		scsi.Write6, scsi.Write10, scsi.Write12, scsi.Write16,
+		scsi.WriteAndVerify10, scsi.WriteAndVerify12, scsi.WriteAndVerify16)
+	replace(sbc.SCSIDeviceOps, writeSame, scsi.WriteSame10, scsi.WriteSame16)
+	replace(sbc.SCSIDeviceOps, unmap, scsi.Unmap)
+	replace(sbc.SCSIDeviceOps, syncCache, scsi.SynchronizeCache10, scsi.SynchronizeCache16)
+	replace(sbc.SCSIDeviceOps, compareAndWrite, scsi.CompareAndWrite)
+	replace(sbc.SCSIDeviceOps, serviceActionIn, scsi.ServiceActionIn16)
+	replace(sbc.SCSIDeviceOps, inquiry, scsi.Inquiry)
+	replace(sbc.SCSIDeviceOps, maintenanceIn, scsi.MaintenanceIn)
 	// gotgt's persistent reservations are broken, and its ORWRITE(16)
 	// writes the data instead of ORing it: both are answered ILLEGAL
 	// REQUEST, INVALID COMMAND OPERATION CODE.
-	replace(sbc.SCSIDeviceOps, gscsi.SPCIllegalOp, api.PERSISTENT_RESERVE_IN, api.PERSISTENT_RESERVE_OUT, api.ORWRITE_16)
+	replace(sbc.SCSIDeviceOps, gscsi.SPCIllegalOp, scsi.PersistentReserveIn, scsi.PersistentReserveOut, scsi.OrWrite16)
 	l.ops = sbc.SCSIDeviceOps
 	l.sl = &api.SCSILu{
 		DeviceProtocol: sbc,

@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"sync/atomic"
 
+	"github.com/ddpstore/ddpstore/transport/scsi"
 	"github.com/gostor/gotgt/pkg/api"
-	gscsi "github.com/gostor/gotgt/pkg/scsi"
 	log "github.com/sirupsen/logrus"
 )
 
@@ -18,12 +18,12 @@ import (
 // (RDPROTECT/WRPROTECT).
 func rwCDB(cdb []byte) (lba uint64, n uint32, fua, ok bool) {
 	need := map6
-	switch api.SCSICommandType(cdb[0]) {
-	case api.READ_10, api.WRITE_10, api.WRITE_VERIFY:
+	switch cdb[0] {
+	case scsi.Read10, scsi.Write10, scsi.WriteAndVerify10:
 		need = 10
-	case api.READ_12, api.WRITE_12, api.WRITE_VERIFY_12:
+	case scsi.Read12, scsi.Write12, scsi.WriteAndVerify12:
 		need = 12
-	case api.READ_16, api.WRITE_16, api.WRITE_VERIFY_16:
+	case scsi.Read16, scsi.Write16, scsi.WriteAndVerify16:
 		need = 16
 	}
 	if len(cdb) < need {
@@ -54,8 +54,8 @@ const map6 = 6
 
 // isRead reports whether op is one of the READ commands served from the store.
 func isRead(op byte) bool {
-	switch api.SCSICommandType(op) {
-	case api.READ_6, api.READ_10, api.READ_12, api.READ_16:
+	switch op {
+	case scsi.Read6, scsi.Read10, scsi.Read12, scsi.Read16:
 		return true
 	}
 	return false
@@ -64,16 +64,16 @@ func isRead(op byte) bool {
 // isWrite reports whether op is one of the WRITE or WRITE AND VERIFY
 // commands, whose data-out is copied to the store.
 func isWrite(op byte) bool {
-	switch api.SCSICommandType(op) {
-	case api.WRITE_6, api.WRITE_10, api.WRITE_12, api.WRITE_16:
+	switch op {
+	case scsi.Write6, scsi.Write10, scsi.Write12, scsi.Write16:
 		return true
 	}
 	return isWriteVerify(op)
 }
 
 func isWriteVerify(op byte) bool {
-	switch api.SCSICommandType(op) {
-	case api.WRITE_VERIFY, api.WRITE_VERIFY_12, api.WRITE_VERIFY_16:
+	switch op {
+	case scsi.WriteAndVerify10, scsi.WriteAndVerify12, scsi.WriteAndVerify16:
 		return true
 	}
 	return false
@@ -82,9 +82,9 @@ func isWriteVerify(op byte) bool {
 // changesMedium reports whether op changes the LU's blocks: a failure of
 // it is a WRITE ERROR, of anything else an UNRECOVERED READ ERROR.
 func changesMedium(op byte) bool {
-	switch api.SCSICommandType(op) {
-	case api.WRITE_SAME, api.WRITE_SAME_16, api.UNMAP, api.COMPARE_AND_WRITE,
-		api.SYNCHRONIZE_CACHE, api.SYNCHRONIZE_CACHE_16:
+	switch op {
+	case scsi.WriteSame10, scsi.WriteSame16, scsi.Unmap, scsi.CompareAndWrite,
+		scsi.SynchronizeCache10, scsi.SynchronizeCache16:
 		return true
 	}
 	return isWrite(op)
@@ -100,14 +100,14 @@ func changesMedium(op byte) bool {
 func readWrite(_ int, cmd *api.SCSICommand) api.SAMStat {
 	l := luOf(cmd)
 	if l == nil {
-		return checkCondition(cmd, gscsi.HARDWARE_ERROR, gscsi.ASC_INTERNAL_TGT_FAILURE)
+		return checkCondition(cmd, scsi.SenseHardwareError, scsi.ASCInternalTargetFailure)
 	}
 	lba, n, fua, ok := rwCDB(cmd.SCB)
 	if !ok {
-		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_FIELD_IN_CDB)
+		return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInCDB)
 	}
 	if !l.inRange(lba, uint64(n)) {
-		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_LBA_OUT_OF_RANGE)
+		return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCLBAOutOfRange)
 	}
 	off, tl := lba<<9, uint64(n)<<9
 	cmd.Offset, cmd.TL = off, uint32(tl)
@@ -123,11 +123,11 @@ func readWrite(_ int, cmd *api.SCSICommand) api.SAMStat {
 		return api.SAMStatGood
 	}
 	if l.store.ReadOnly() {
-		return checkCondition(cmd, gscsi.DATA_PROTECT, gscsi.ASC_WRITE_PROTECT)
+		return checkCondition(cmd, scsi.SenseDataProtect, scsi.ASCWriteProtected)
 	}
 	if cmd.OutSDBBuffer == nil || uint64(len(cmd.OutSDBBuffer.Buffer)) < tl {
 		// The initiator sends less than the CDB asks to write.
-		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_FIELD_IN_CDB)
+		return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInCDB)
 	}
 	l.copyLocked(lba, uint64(n), cmd.OutSDBBuffer.Buffer[:tl])
 	if fua {
@@ -167,7 +167,7 @@ func (l *LU) copyLocked(lba, n uint64, p []byte) {
 func (l *LU) sync(cmd *api.SCSICommand, off, n uint64) api.SAMStat {
 	if err := l.store.Sync(int64(off), int64(n)); err != nil {
 		log.WithField("lu", l.id).Errorf("lu: %v", err)
-		return checkCondition(cmd, gscsi.MEDIUM_ERROR, gscsi.ASC_WRITE_ERROR)
+		return checkCondition(cmd, scsi.SenseMediumError, scsi.ASCWriteError)
 	}
 	return api.SAMStatGood
 }
@@ -175,7 +175,7 @@ func (l *LU) sync(cmd *api.SCSICommand, off, n uint64) api.SAMStat {
 // checkCondition fails cmd with fixed-format sense data (SPC-4 4.5.3) of
 // sense key key and additional sense code asc. gotgt's BuildSenseData would
 // truncate it to the CDB's allocation length.
-func checkCondition(cmd *api.SCSICommand, key byte, asc gscsi.SCSISubError) api.SAMStat {
+func checkCondition(cmd *api.SCSICommand, key byte, asc uint16) api.SAMStat {
 	s := make([]byte, 18)
 	s[0], s[2], s[7] = 0x70, key, 10
 	s[12], s[13] = byte(asc>>8), byte(asc)
@@ -186,7 +186,7 @@ func checkCondition(cmd *api.SCSICommand, key byte, asc gscsi.SCSISubError) api.
 
 // checkConditionInfo is checkCondition with the INFORMATION field set (and
 // VALID, SPC-4 4.5.3): COMPARE AND WRITE's offset of the first miscompare.
-func checkConditionInfo(cmd *api.SCSICommand, key byte, asc gscsi.SCSISubError, info uint32) api.SAMStat {
+func checkConditionInfo(cmd *api.SCSICommand, key byte, asc uint16, info uint32) api.SAMStat {
 	stat := checkCondition(cmd, key, asc)
 	s := cmd.SenseBuffer.Buffer
 	s[0] |= 0x80

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"reflect"
 
+	"github.com/ddpstore/ddpstore/transport/scsi"
 	"github.com/gostor/gotgt/pkg/api"
 	gscsi "github.com/gostor/gotgt/pkg/scsi"
 )
@@ -16,9 +17,8 @@ import (
 // (docs/interop.md). The one-command reports come from here now; the
 // report of all commands stays gotgt's.
 func maintenanceIn(host int, cmd *api.SCSICommand) api.SAMStat {
-	const reportSupportedOpcodes = 0x0c
-	if cmd.SCB[1]&0x1f != reportSupportedOpcodes {
-		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_FIELD_IN_CDB)
+	if cmd.SCB[1]&0x1f != scsi.ReportSupportedOperationCodes {
+		return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInCDB)
 	}
 	return reportSupportedOperationCodes(host, cmd)
 }
@@ -26,12 +26,12 @@ func maintenanceIn(host int, cmd *api.SCSICommand) api.SAMStat {
 // serviceActions lists, for the opcodes with service actions, those that
 // are implemented.
 var serviceActions = map[byte]map[uint16]bool{
-	byte(api.SERVICE_ACTION_IN):      {uint16(api.SAI_READ_CAPACITY_16): true, uint16(api.SAI_GET_LBA_STATUS): true},
-	byte(api.MAINT_PROTOCOL_IN):      {0x0c: true},
-	byte(api.PERSISTENT_RESERVE_IN):  {},
-	byte(api.PERSISTENT_RESERVE_OUT): {},
-	0xa4:                             {}, // MAINTENANCE OUT
-	0x7f:                             {}, // variable length CDBs
+	scsi.ServiceActionIn16:    {scsi.ReadCapacity16: true, scsi.GetLBAStatus: true},
+	scsi.MaintenanceIn:        {scsi.ReportSupportedOperationCodes: true},
+	scsi.PersistentReserveIn:  {},
+	scsi.PersistentReserveOut: {},
+	scsi.MaintenanceOut:       {},
+	scsi.VariableLength:       {},
 }
 
 // reportSupportedOperationCodes implements REPORTING OPTIONS 001b (one
@@ -42,7 +42,7 @@ var serviceActions = map[byte]map[uint16]bool{
 func reportSupportedOperationCodes(host int, cmd *api.SCSICommand) api.SAMStat {
 	scb := cmd.SCB
 	if len(scb) < 12 {
-		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_FIELD_IN_CDB)
+		return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInCDB)
 	}
 	options, rctd := scb[2]&0x07, scb[2]&0x80 != 0
 	op, sa := scb[3], binary.BigEndian.Uint16(scb[4:])
@@ -62,7 +62,7 @@ func reportSupportedOperationCodes(host int, cmd *api.SCSICommand) api.SAMStat {
 		// SPC-4: asking about a command without its service action when
 		// it has service actions, or with one when it has none, is an
 		// invalid field; other reporting options are not implemented.
-		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_FIELD_IN_CDB)
+		return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInCDB)
 	}
 	var buf [4 + 16 + 12]byte
 	d := buf[:4]

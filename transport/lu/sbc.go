@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 
+	"github.com/ddpstore/ddpstore/transport/scsi"
 	"github.com/gostor/gotgt/pkg/api"
 	gscsi "github.com/gostor/gotgt/pkg/scsi"
 	log "github.com/sirupsen/logrus"
@@ -60,12 +61,12 @@ func (l *LU) inRange(lba, n uint64) bool {
 func writeSame(_ int, cmd *api.SCSICommand) api.SAMStat {
 	l := luOf(cmd)
 	if l == nil {
-		return checkCondition(cmd, gscsi.HARDWARE_ERROR, gscsi.ASC_INTERNAL_TGT_FAILURE)
+		return checkCondition(cmd, scsi.SenseHardwareError, scsi.ASCInternalTargetFailure)
 	}
 	scb := cmd.SCB
 	var lba, n uint64
 	ndob := false
-	if api.SCSICommandType(scb[0]) == api.WRITE_SAME {
+	if scb[0] == scsi.WriteSame10 {
 		lba, n = uint64(binary.BigEndian.Uint32(scb[2:])), uint64(binary.BigEndian.Uint16(scb[7:]))
 	} else {
 		lba, n = binary.BigEndian.Uint64(scb[2:]), uint64(binary.BigEndian.Uint32(scb[10:]))
@@ -73,18 +74,18 @@ func writeSame(_ int, cmd *api.SCSICommand) api.SAMStat {
 	}
 	unmap := scb[1]&0x08 != 0
 	if scb[1]&0xe0 != 0 || scb[1]&0x10 != 0 || scb[1]&0x06 != 0 || n == 0 || n > maxWriteSame {
-		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_FIELD_IN_CDB)
+		return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInCDB)
 	}
 	if l.store.ReadOnly() {
-		return checkCondition(cmd, gscsi.DATA_PROTECT, gscsi.ASC_WRITE_PROTECT)
+		return checkCondition(cmd, scsi.SenseDataProtect, scsi.ASCWriteProtected)
 	}
 	if !l.inRange(lba, n) {
-		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_LBA_OUT_OF_RANGE)
+		return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCLBAOutOfRange)
 	}
 	var block []byte // nil: zeros
 	if !ndob {
 		if cmd.OutSDBBuffer == nil || len(cmd.OutSDBBuffer.Buffer) < 512 {
-			return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_FIELD_IN_CDB)
+			return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInCDB)
 		}
 		if block = cmd.OutSDBBuffer.Buffer[:512]; allZero(block) {
 			block = nil
@@ -97,7 +98,7 @@ func writeSame(_ int, cmd *api.SCSICommand) api.SAMStat {
 	if unmap && block == nil && l.Thin() {
 		if err := l.store.Discard(int64(off), int64(tl)); err != nil {
 			log.WithField("lu", l.id).Errorf("lu: WRITE SAME with UNMAP: %v", err)
-			return checkCondition(cmd, gscsi.MEDIUM_ERROR, gscsi.ASC_WRITE_ERROR)
+			return checkCondition(cmd, scsi.SenseMediumError, scsi.ASCWriteError)
 		}
 		return api.SAMStatGood
 	}
@@ -123,16 +124,16 @@ func writeSame(_ int, cmd *api.SCSICommand) api.SAMStat {
 func unmap(_ int, cmd *api.SCSICommand) api.SAMStat {
 	l := luOf(cmd)
 	if l == nil {
-		return checkCondition(cmd, gscsi.HARDWARE_ERROR, gscsi.ASC_INTERNAL_TGT_FAILURE)
+		return checkCondition(cmd, scsi.SenseHardwareError, scsi.ASCInternalTargetFailure)
 	}
 	scb := cmd.SCB
 	switch {
 	case l.store.ReadOnly():
-		return checkCondition(cmd, gscsi.DATA_PROTECT, gscsi.ASC_WRITE_PROTECT)
+		return checkCondition(cmd, scsi.SenseDataProtect, scsi.ASCWriteProtected)
 	case !l.Thin():
-		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_OP_CODE)
+		return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidCommandOperationCode)
 	case scb[1]&0x01 != 0: // ANCHOR
-		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_FIELD_IN_CDB)
+		return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInCDB)
 	}
 	pll := int(binary.BigEndian.Uint16(scb[7:]))
 	if pll == 0 {
@@ -143,24 +144,24 @@ func unmap(_ int, cmd *api.SCSICommand) api.SAMStat {
 		p = cmd.OutSDBBuffer.Buffer[:min(pll, len(cmd.OutSDBBuffer.Buffer))]
 	}
 	if len(p) < 8 {
-		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_PARAMETER_LIST_LENGTH_ERR)
+		return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCParameterListLengthError)
 	}
 	d := p[8:]
 	d = d[:min(int(binary.BigEndian.Uint16(p[2:])), len(d))/16*16]
 	if len(d)/16 > maxUnmapDescriptors {
-		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_FIELD_IN_PARMS)
+		return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInParameterList)
 	}
 	var total, set uint64
 	for i := 0; i < len(d); i += 16 {
 		lba, n := binary.BigEndian.Uint64(d[i:]), uint64(binary.BigEndian.Uint32(d[i+8:]))
 		if !l.inRange(lba, n) {
-			return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_LBA_OUT_OF_RANGE)
+			return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCLBAOutOfRange)
 		}
 		total += n
 		set |= stripes(lba, n)
 	}
 	if total > maxUnmapBlocks {
-		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_FIELD_IN_PARMS)
+		return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInParameterList)
 	}
 	l.lock.lock(set)
 	defer l.lock.unlock(set)
@@ -171,7 +172,7 @@ func unmap(_ int, cmd *api.SCSICommand) api.SAMStat {
 		}
 		if err := l.store.Discard(int64(lba<<9), int64(n<<9)); err != nil {
 			log.WithField("lu", l.id).Errorf("lu: UNMAP: %v", err)
-			return checkCondition(cmd, gscsi.MEDIUM_ERROR, gscsi.ASC_WRITE_ERROR)
+			return checkCondition(cmd, scsi.SenseMediumError, scsi.ASCWriteError)
 		}
 	}
 	return api.SAMStatGood
@@ -183,17 +184,17 @@ func unmap(_ int, cmd *api.SCSICommand) api.SAMStat {
 func syncCache(_ int, cmd *api.SCSICommand) api.SAMStat {
 	l := luOf(cmd)
 	if l == nil {
-		return checkCondition(cmd, gscsi.HARDWARE_ERROR, gscsi.ASC_INTERNAL_TGT_FAILURE)
+		return checkCondition(cmd, scsi.SenseHardwareError, scsi.ASCInternalTargetFailure)
 	}
 	scb := cmd.SCB
 	var lba, n uint64
-	if api.SCSICommandType(scb[0]) == api.SYNCHRONIZE_CACHE {
+	if scb[0] == scsi.SynchronizeCache10 {
 		lba, n = uint64(binary.BigEndian.Uint32(scb[2:])), uint64(binary.BigEndian.Uint16(scb[7:]))
 	} else {
 		lba, n = binary.BigEndian.Uint64(scb[2:]), uint64(binary.BigEndian.Uint32(scb[10:]))
 	}
 	if lba >= l.blocks() || !l.inRange(lba, n) {
-		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_LBA_OUT_OF_RANGE)
+		return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCLBAOutOfRange)
 	}
 	if n == 0 {
 		n = l.blocks() - lba
@@ -212,30 +213,30 @@ func syncCache(_ int, cmd *api.SCSICommand) api.SAMStat {
 func compareAndWrite(_ int, cmd *api.SCSICommand) api.SAMStat {
 	l := luOf(cmd)
 	if l == nil {
-		return checkCondition(cmd, gscsi.HARDWARE_ERROR, gscsi.ASC_INTERNAL_TGT_FAILURE)
+		return checkCondition(cmd, scsi.SenseHardwareError, scsi.ASCInternalTargetFailure)
 	}
 	scb := cmd.SCB
 	lba, n := binary.BigEndian.Uint64(scb[2:]), uint64(scb[13])
 	fua := scb[1]&0x08 != 0
 	if scb[1]&0xe0 != 0 || n > maxCompareAndWrite {
-		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_FIELD_IN_CDB)
+		return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInCDB)
 	}
 	if l.store.ReadOnly() {
-		return checkCondition(cmd, gscsi.DATA_PROTECT, gscsi.ASC_WRITE_PROTECT)
+		return checkCondition(cmd, scsi.SenseDataProtect, scsi.ASCWriteProtected)
 	}
 	if !l.inRange(lba, n) {
-		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_LBA_OUT_OF_RANGE)
+		return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCLBAOutOfRange)
 	}
 	if n == 0 {
 		return api.SAMStatGood
 	}
 	off, tl := lba<<9, n<<9
 	if cmd.OutSDBBuffer == nil || uint64(len(cmd.OutSDBBuffer.Buffer)) < 2*tl {
-		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_FIELD_IN_CDB)
+		return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInCDB)
 	}
 	verify, write := cmd.OutSDBBuffer.Buffer[:tl], cmd.OutSDBBuffer.Buffer[tl:2*tl]
 	if at := l.compareAndSwap(lba, n, verify, write); at >= 0 {
-		return checkConditionInfo(cmd, gscsi.MISCOMPARE, gscsi.ASC_MISCOMPARE_DURING_VERIFY_OPERATION, uint32(at))
+		return checkConditionInfo(cmd, scsi.SenseMiscompare, scsi.ASCMiscompareDuringVerify, uint32(at))
 	}
 	if fua {
 		return l.sync(cmd, off, tl)
@@ -290,13 +291,13 @@ func allZero(b []byte) bool {
 // ours, GET LBA STATUS gotgt's; gotgt answers GOOD to any other service
 // action, we INVALID FIELD IN CDB, as for any unsupported field value.
 func serviceActionIn(host int, cmd *api.SCSICommand) api.SAMStat {
-	switch api.SCSICommandType(cmd.SCB[1] & 0x1f) {
-	case api.SAI_READ_CAPACITY_16:
+	switch cmd.SCB[1] & 0x1f {
+	case scsi.ReadCapacity16:
 		return readCapacity16(cmd)
-	case api.SAI_GET_LBA_STATUS:
+	case scsi.GetLBAStatus:
 		return gscsi.SBCServiceAction(host, cmd)
 	}
-	return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_FIELD_IN_CDB)
+	return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInCDB)
 }
 
 // readCapacity16 implements READ CAPACITY(16) (SBC-3 5.16): the last LBA,
@@ -305,12 +306,12 @@ func serviceActionIn(host int, cmd *api.SCSICommand) api.SAMStat {
 func readCapacity16(cmd *api.SCSICommand) api.SAMStat {
 	l := luOf(cmd)
 	if l == nil {
-		return checkCondition(cmd, gscsi.HARDWARE_ERROR, gscsi.ASC_INTERNAL_TGT_FAILURE)
+		return checkCondition(cmd, scsi.SenseHardwareError, scsi.ASCInternalTargetFailure)
 	}
 	scb := cmd.SCB
 	// PMI 0 with a LOGICAL BLOCK ADDRESS (SBC-3; both obsolete in SBC-4).
 	if scb[14]&0x01 == 0 && binary.BigEndian.Uint64(scb[2:]) != 0 {
-		return checkCondition(cmd, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_FIELD_IN_CDB)
+		return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInCDB)
 	}
 	var d [32]byte
 	binary.BigEndian.PutUint64(d[0:], l.blocks()-1)

@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/ddpstore/ddpstore/transport/iscsi"
+	"github.com/ddpstore/ddpstore/transport/scsi"
 	"github.com/gostor/gotgt/pkg/api"
 	gscsi "github.com/gostor/gotgt/pkg/scsi"
 	uuid "github.com/satori/go.uuid"
@@ -74,7 +75,7 @@ func newLUN0() (*api.SCSILu, []gscsi.SCSIDeviceOperation) {
 	var ops []gscsi.SCSIDeviceOperation
 	if sbc, ok := proto.(gscsi.SBCSCSIDeviceProtocol); ok {
 		ops = sbc.SCSIDeviceOps
-		replace(ops, inquiry, api.INQUIRY)
+		replace(ops, inquiry, scsi.Inquiry)
 	}
 	return l, ops
 }

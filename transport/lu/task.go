@@ -5,6 +5,7 @@ import (
 	"runtime/debug"
 
 	"github.com/ddpstore/ddpstore/transport/iscsi"
+	"github.com/ddpstore/ddpstore/transport/scsi"
 	"github.com/gostor/gotgt/pkg/api"
 	gscsi "github.com/gostor/gotgt/pkg/scsi"
 	log "github.com/sirupsen/logrus"
@@ -26,7 +27,7 @@ type Task struct {
 	cdb   [16]byte
 	sense [MaxSense]byte
 
-	// Status is the SAM status (api.SAM_STAT_*).
+	// Status is the SAM status (scsi.Status*).
 	Status byte
 	// Sense is the sense data of a CHECK CONDITION, or empty.
 	Sense []byte
@@ -45,18 +46,14 @@ type Task struct {
 // from the store.
 func NeedsInBuffer(cdb []byte) bool { return len(cdb) == 0 || !isRead(cdb[0]) }
 
-// IsWrite reports whether the CDB is a WRITE whose data-out goes to the
-// store.
-func IsWrite(cdb []byte) bool { return len(cdb) > 0 && isWrite(cdb[0]) }
-
 // Execute runs the command cdb on LUN lun. out holds its data-out octets
 // (nil when none): exactly what the initiator sent. Data-in of a command
 // that is not a READ is written into inBuf, which the caller sizes to the
 // command's expected data transfer length. Results are in task.
 func (t *Target) Execute(task *Task, lun iscsi.LUN, cdb, out, inBuf []byte) {
-	task.Status, task.Sense, task.DataIn, task.FromStore, task.StoreOffset, task.LU = api.SAM_STAT_GOOD, nil, nil, false, 0, nil
+	task.Status, task.Sense, task.DataIn, task.FromStore, task.StoreOffset, task.LU = scsi.StatusGood, nil, nil, false, 0, nil
 	if len(cdb) == 0 || len(cdb) > len(task.cdb) {
-		task.setSense(gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_FIELD_IN_CDB)
+		task.setSense(scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInCDB)
 		return
 	}
 	c := &task.cmd
@@ -87,11 +84,11 @@ func (t *Target) Execute(task *Task, lun iscsi.LUN, cdb, out, inBuf []byte) {
 	if l == nil {
 		// SPC-4 4.6.5: INQUIRY and REPORT LUNS work on any LUN; anything
 		// else to a LUN that is not there is LOGICAL UNIT NOT SUPPORTED.
-		switch api.SCSICommandType(cdb[0]) {
-		case api.INQUIRY, api.REPORT_LUNS, api.REQUEST_SENSE:
+		switch cdb[0] {
+		case scsi.Inquiry, scsi.ReportLUNs, scsi.RequestSense:
 			c.Device, ops = t.lun0, t.ops0
 		default:
-			task.setSense(gscsi.ILLEGAL_REQUEST, gscsi.ASC_LUN_NOT_SUPPORTED)
+			task.setSense(scsi.SenseIllegalRequest, scsi.ASCLogicalUnitNotSupported)
 			return
 		}
 	} else {
@@ -101,16 +98,16 @@ func (t *Target) Execute(task *Task, lun iscsi.LUN, cdb, out, inBuf []byte) {
 	}
 	clear(inBuf)
 	stat := t.perform(c, ops)
-	if stat.Stat == api.SAM_STAT_BUSY {
+	if stat.Stat == scsi.StatusBusy {
 		// gotgt answers a failure of its backing store with BUSY
 		// (SBCReadWrite), which an initiator retries without end. BUSY
 		// means the task set cannot take the command now (SAM-5 5.3.1);
 		// an I/O error is CHECK CONDITION, MEDIUM ERROR.
-		task.setSense(gscsi.MEDIUM_ERROR, mediumErrorASC(c))
+		task.setSense(scsi.SenseMediumError, mediumErrorASC(c))
 		return
 	}
 	task.Status = stat.Stat
-	if stat.Stat == api.SAM_STAT_CHECK_CONDITION {
+	if stat.Stat == scsi.StatusCheckCondition {
 		if c.SenseBuffer != nil && len(c.SenseBuffer.Buffer) >= 14 {
 			task.Sense = task.sense[:copy(task.sense[:], c.SenseBuffer.Buffer)]
 		} else {
@@ -119,7 +116,7 @@ func (t *Target) Execute(task *Task, lun iscsi.LUN, cdb, out, inBuf []byte) {
 			task.setSense(c.Result, 0)
 		}
 	}
-	if stat.Stat != api.SAM_STAT_GOOD {
+	if stat.Stat != scsi.StatusGood {
 		return
 	}
 	if l != nil && isRead(cdb[0]) {
@@ -146,17 +143,17 @@ func (t *Target) perform(c *api.SCSICommand, ops []gscsi.SCSIDeviceOperation) (s
 		if r := recover(); r != nil {
 			if f, fault := r.(interface{ Addr() uintptr }); fault {
 				log.WithField("target", t.t.Name).Errorf("lu: memory fault at %#x (an I/O error of the backing store) on opcode %#02x", f.Addr(), c.SCB[0])
-				stat = checkCondition(c, gscsi.MEDIUM_ERROR, mediumErrorASC(c))
+				stat = checkCondition(c, scsi.SenseMediumError, mediumErrorASC(c))
 				return
 			}
 			log.WithField("target", t.t.Name).Errorf("lu: panic on opcode %#02x: %v", c.SCB[0], r)
-			stat = checkCondition(c, gscsi.HARDWARE_ERROR, gscsi.ASC_INTERNAL_TGT_FAILURE)
+			stat = checkCondition(c, scsi.SenseHardwareError, scsi.ASCInternalTargetFailure)
 		}
 	}()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	op := c.SCB[0]
 	if int(op) >= len(ops) || ops[op].CommandPerformFunc == nil || isIllegalOp(ops[op].CommandPerformFunc) {
-		return checkCondition(c, gscsi.ILLEGAL_REQUEST, gscsi.ASC_INVALID_OP_CODE)
+		return checkCondition(c, scsi.SenseIllegalRequest, scsi.ASCInvalidCommandOperationCode)
 	}
 	c.State = api.SCSICommandProcessed
 	return ops[op].CommandPerformFunc(0, c)
@@ -165,14 +162,14 @@ func (t *Target) perform(c *api.SCSICommand, ops []gscsi.SCSIDeviceOperation) (s
 // mediumErrorASC returns the additional sense code of a MEDIUM ERROR of
 // c: the one gotgt chose if it chose MEDIUM ERROR, else WRITE ERROR for a
 // command that changes the medium and UNRECOVERED READ ERROR otherwise.
-func mediumErrorASC(c *api.SCSICommand) gscsi.SCSISubError {
-	if s := c.SenseBuffer; s != nil && len(s.Buffer) >= 14 && s.Buffer[0]&0x7f == 0x70 && s.Buffer[2]&0x0f == gscsi.MEDIUM_ERROR {
-		return gscsi.SCSISubError(s.Buffer[12])<<8 | gscsi.SCSISubError(s.Buffer[13])
+func mediumErrorASC(c *api.SCSICommand) uint16 {
+	if s := c.SenseBuffer; s != nil && len(s.Buffer) >= 14 && s.Buffer[0]&0x7f == 0x70 && s.Buffer[2]&0x0f == scsi.SenseMediumError {
+		return uint16(s.Buffer[12])<<8 | uint16(s.Buffer[13])
 	}
 	if changesMedium(c.SCB[0]) {
-		return gscsi.ASC_WRITE_ERROR
+		return scsi.ASCWriteError
 	}
-	return gscsi.ASC_READ_ERROR
+	return scsi.ASCUnrecoveredReadError
 }
 
 // isIllegalOp reports whether fn is gotgt's handler of unsupported
@@ -185,10 +182,10 @@ var illegalOpPC = reflect.ValueOf(api.CommandFunc(gscsi.SPCIllegalOp)).Pointer()
 
 // setSense fails the task with CHECK CONDITION and fixed-format sense data
 // (SPC-4 4.5.3) of key and additional sense code asc.
-func (task *Task) setSense(key byte, asc gscsi.SCSISubError) {
+func (task *Task) setSense(key byte, asc uint16) {
 	s := task.sense[:18]
 	clear(s)
 	s[0], s[2], s[7] = 0x70, key, 10
 	s[12], s[13] = byte(asc>>8), byte(asc)
-	task.Status, task.Sense = api.SAM_STAT_CHECK_CONDITION, s
+	task.Status, task.Sense = scsi.StatusCheckCondition, s
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/ddpstore/ddpstore/transport/iser"
 	"github.com/ddpstore/ddpstore/transport/iserconn"
 	"github.com/ddpstore/ddpstore/transport/lu"
-	"github.com/gostor/gotgt/pkg/api"
+	"github.com/ddpstore/ddpstore/transport/scsi"
 )
 
 // Task states, in the order a command goes through them.
@@ -89,7 +89,7 @@ func (c *conn) command(h iser.Header, bhs iscsi.BHS, imm []byte) error {
 	cdb := cmd.CDB()
 	t.cdbLen = uint8(copy(t.cdb[:], cdb))
 	if int(edtl) > c.staging.Size() && (t.write || lu.NeedsInBuffer(cdb)) {
-		t.exec.Status, t.exec.Sense = api.SAM_STAT_CHECK_CONDITION, invalidFieldSense[:]
+		t.exec.Status, t.exec.Sense = scsi.StatusCheckCondition, invalidFieldSense[:]
 		t.state = stRespond
 		return c.advance(ti)
 	}
@@ -103,7 +103,7 @@ func (c *conn) command(h iser.Header, bhs iscsi.BHS, imm []byte) error {
 		if !ok {
 			if len(imm) > 0 {
 				// The immediate data cannot wait in the receive buffer.
-				t.exec.Status, t.exec.Sense = api.SAM_STAT_TASK_SET_FULL, nil
+				t.exec.Status, t.exec.Sense = scsi.StatusTaskSetFull, nil
 				t.state = stRespond
 				return c.advance(ti)
 			}
@@ -135,7 +135,7 @@ func (c *conn) writeTO(t *task) uint64 {
 	return t.wto + uint64(t.nextRead)
 }
 
-var invalidFieldSense = [18]byte{0: 0x70, 2: 0x05, 7: 10, 12: 0x24}
+var invalidFieldSense = [18]byte{0: 0x70, 2: scsi.SenseIllegalRequest, 7: 10, 12: scsi.ASCInvalidFieldInCDB >> 8}
 
 // acceptCmdSN checks a PDU's CmdSN against the window (RFC 7143 section
 // 4.2.2.1): an immediate PDU carries ExpCmdSN and takes no place in it;
@@ -245,7 +245,7 @@ func (c *conn) execute(t *task, out []byte) {
 // slow says whether a command may block for long (SYNCHRONIZE CACHE waits
 // for the store's disk): it runs on a goroutine of its own, so the
 // connection goes on serving the commands behind it.
-func slow(op byte) bool { return op == 0x35 || op == 0x91 }
+func slow(op byte) bool { return op == scsi.SynchronizeCache10 || op == scsi.SynchronizeCache16 }
 
 // runAsync executes task ti, which moves no data, on its own goroutine;
 // Idle takes it up again when it is done.
@@ -291,7 +291,7 @@ func (c *conn) finishAsync() error {
 func (c *conn) respond(ti int32) error {
 	t := &c.tasks[ti]
 	data := t.exec.DataIn
-	if t.exec.Status != api.SAM_STAT_GOOD {
+	if t.exec.Status != scsi.StatusGood {
 		data = nil
 	}
 	xfer := min(uint32(len(data)), t.edtl)
@@ -333,7 +333,7 @@ func (c *conn) respond(ti int32) error {
 	c.statSN++
 	r.SetExpCmdSN(c.expCmdSN)
 	r.SetMaxCmdSN(c.maxCmdSN())
-	if t.read && t.exec.Status == api.SAM_STAT_GOOD {
+	if t.read && t.exec.Status == scsi.StatusGood {
 		switch n := uint32(len(data)); {
 		case n < t.edtl:
 			r.SetUnderflow(true)
