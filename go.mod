@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/gostor/gotgt v0.2.2
+	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/pion/logging v0.2.4
 	github.com/pion/sctp v1.11.3
 	github.com/satori/go.uuid v1.2.0
@@ -13,7 +14,6 @@ require (
 )
 
 require (
-	github.com/hanwen/go-fuse/v2 v2.12.1 // indirect
 	github.com/kr/pretty v0.3.0 // indirect
 	github.com/mitchellh/go-homedir v1.1.0 // indirect
 	github.com/pion/randutil v0.1.0 // indirect
