@@ -1,6 +1,7 @@
 // Package sctp is the DDP/SCTP adaptation layer (RFC 5043; the text
-// followed is draft-ietf-rddp-sctp, /work/shared/specs/001_...): the lower
-// layer (LLP) that carries DDP Segments over SCTP instead of MPA/TCP.
+// followed is draft-ietf-rddp-sctp-06, as its word diff from -05 in
+// ../shared/specs/001_b4e9969e695684fa.txt): the lower layer (LLP) that
+// carries DDP Segments over SCTP instead of MPA/TCP.
 //
 // The pure part, in the style of pion/sctp with one file per message and the
 // RFC diagram beside its codec, does no I/O:
