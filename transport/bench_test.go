@@ -22,6 +22,8 @@ func BenchmarkISER(b *testing.B) {
 		size   int
 		qd     int
 	}{
+		{"randread4KiB_qd1", false, true, 4 << 10, 1},
+		{"randwrite4KiB_qd1", true, true, 4 << 10, 1},
 		{"randread4KiB_qd32", false, true, 4 << 10, 32},
 		{"seqread1MiB_qd8", false, false, 1 << 20, 8},
 		{"randwrite4KiB_qd32", true, true, 4 << 10, 32},
