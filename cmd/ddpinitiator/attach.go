@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ddpstore/ddpstore/blockdev/loop"
+	"github.com/ddpstore/ddpstore/hostdev/loop"
 )
 
 const umountHelp = `usage: ddpinitiator umount [flags] MOUNTPOINT

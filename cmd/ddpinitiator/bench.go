@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ddpstore/ddpstore/blockdev/remote"
+	"github.com/ddpstore/ddpstore/hostdev/remote"
 	"github.com/ddpstore/ddpstore/config"
 	"github.com/ddpstore/ddpstore/transport/initiator"
 	"golang.org/x/sys/unix"

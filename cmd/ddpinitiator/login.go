@@ -7,7 +7,7 @@ import (
 	"io"
 	"net"
 
-	"github.com/ddpstore/ddpstore/blockdev/remote"
+	"github.com/ddpstore/ddpstore/hostdev/remote"
 	"github.com/ddpstore/ddpstore/transport/initiator"
 )
 

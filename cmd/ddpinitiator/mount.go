@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ddpstore/ddpstore/blockdev/lunfs"
-	"github.com/ddpstore/ddpstore/blockdev/remote"
+	"github.com/ddpstore/ddpstore/hostdev/lunfs"
+	"github.com/ddpstore/ddpstore/hostdev/remote"
 	"github.com/ddpstore/ddpstore/transport/initiator"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	log "github.com/sirupsen/logrus"

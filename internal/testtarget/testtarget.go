@@ -1,6 +1,6 @@
 // Package testtarget runs an iSER target on loopback inside a test and logs
 // an initiator session in to it, for the tests of packages that sit on a
-// session (blockdev/remote, blockdev/lunfs).
+// session (hostdev/remote, hostdev/lunfs).
 package testtarget
 
 import (

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ddpstore/ddpstore/blockdev/loop"
+	"github.com/ddpstore/ddpstore/hostdev/loop"
 )
 
 func needLoop(t *testing.T) {

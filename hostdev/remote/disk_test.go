@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/ddpstore/ddpstore/blockdev"
-	"github.com/ddpstore/ddpstore/blockdev/remote"
+	"github.com/ddpstore/ddpstore/hostdev/remote"
 	"github.com/ddpstore/ddpstore/internal/testtarget"
 	"github.com/ddpstore/ddpstore/transport/initiator"
 )

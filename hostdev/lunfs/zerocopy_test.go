@@ -7,7 +7,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/ddpstore/ddpstore/blockdev/remote"
+	"github.com/ddpstore/ddpstore/hostdev/remote"
 	"github.com/ddpstore/ddpstore/internal/testtarget"
 	"github.com/ddpstore/ddpstore/transport/initiator"
 	"github.com/hanwen/go-fuse/v2/fuse"

@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ddpstore/ddpstore/blockdev/remote"
+	"github.com/ddpstore/ddpstore/hostdev/remote"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 

@@ -14,8 +14,8 @@ import (
 	"unsafe"
 
 	"github.com/ddpstore/ddpstore/blockdev"
-	"github.com/ddpstore/ddpstore/blockdev/lunfs"
-	"github.com/ddpstore/ddpstore/blockdev/remote"
+	"github.com/ddpstore/ddpstore/hostdev/lunfs"
+	"github.com/ddpstore/ddpstore/hostdev/remote"
 	"github.com/ddpstore/ddpstore/internal/testtarget"
 	"github.com/ddpstore/ddpstore/transport/initiator"
 	"golang.org/x/sys/unix"
