@@ -6,6 +6,23 @@
 //     buffer slots
 //   - lunfs: a FUSE filesystem of one file per LUN
 //   - loop: loop devices over those files
+//   - bench: an in-process I/O driver over a session, with latency statistics
+//   - mount: FUSE mounts of a session's LUNs as processes, their state files,
+//     and loop devices attached to their files
 //
 // The target's backing stores are in blockdev/, below transport/lu.
 package hostdev
+
+import "fmt"
+
+// HumanSize prints a size in the largest binary unit that keeps one
+// decimal: "4.0 MiB".
+func HumanSize(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	f, i := float64(n), 0
+	for f >= 1024 && i < len(units)-1 {
+		f /= 1024
+		i++
+	}
+	return fmt.Sprintf("%.1f %s", f, units[i])
+}

@@ -89,7 +89,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "login":
 		return loginCmd(ctx, args[1:], stdout, stderr)
 	case "bench":
-		return bench(ctx, args[1:], stdout, stderr)
+		return benchCmd(ctx, args[1:], stdout, stderr)
 	case "mount":
 		return mountCmd(ctx, args[1:], stdout, stderr)
 	case "umount", "unmount":
