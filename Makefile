@@ -3,6 +3,7 @@
 #   make run     build and run the demo on its embedded default
 #   make test    vet, every unit and integration test with -race, allocation checks (what CI runs)
 #   make bench   benchmarks, results in out/bench.txt (BENCHCOUNT=5: ratios of medians)
+#   make compare ddpstore against nbdkit, in process and mounted (root): out/compare.md
 #   make fuzz    every fuzz target for FUZZTIME each (default 60s)
 #   make lint    gofmt, go vet, staticcheck
 
@@ -20,7 +21,10 @@ CMDS        := $(notdir $(wildcard cmd/*))
 
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all build run test check bench fuzz lint clean
+COMPARE_RUNTIME ?= 8s
+COMPARE_RUNS    ?= 3
+
+.PHONY: all build run test check bench compare compare-smoke fuzz lint clean
 
 all: build
 
@@ -40,12 +44,31 @@ test: check
 	@# Allocation checks without -race first (it makes sync.Pool allocate).
 	$(GO) test -count=1 -run 'Alloc' ./...
 	$(GO) test -race -count=1 -timeout $(TESTTIMEOUT) ./...
+	$(MAKE) --no-print-directory compare-smoke
 
 bench:
 	@mkdir -p $(OUT)
 	set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./... | tee $(OUT)/bench.txt
 	@echo; echo "RNIC and iSER against plain TCP over loopback (same run):"
 	@$(GO) run ./internal/benchratio < $(OUT)/bench.txt | tee $(OUT)/bench-ratio.txt
+
+# The peer comparison (docs/performance.md): servers on CPU 0, clients on
+# CPU 1, every pattern on every system in turn, COMPARE_RUNS times.
+compare: build
+	@mkdir -p $(OUT)
+	scripts/peers.sh
+	$(GO) run ./internal/compare --bin $(BIN) --runtime $(COMPARE_RUNTIME) --runs $(COMPARE_RUNS) \
+	  --out $(OUT)/compare.md --png $(OUT)/compare.png
+
+# One second of each, so that the harness cannot rot; it checks that every
+# system runs, not how fast (timings stay out of pass/fail).
+compare-smoke: build
+	@mkdir -p $(OUT)
+	@if scripts/peers.sh; then \
+	  $(GO) run ./internal/compare --bin $(BIN) --runtime 1s --runs 1 --out $(OUT)/compare-smoke.md --png "" >$(OUT)/compare-smoke.log 2>&1 \
+	    || { cat $(OUT)/compare-smoke.log; exit 1; }; \
+	  echo "compare-smoke: every system ran every pattern (out/compare-smoke.md)"; \
+	else echo "compare-smoke: skipped: the peers are not installed and cannot be (see above)"; fi
 
 # Each fuzz target runs alone (go test -fuzz takes one target per package).
 fuzz:
