@@ -19,16 +19,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/ddpstore/ddpstore/config"
+	"github.com/ddpstore/ddpstore/hostdev/session"
 	"github.com/ddpstore/ddpstore/iwarp"
-	"github.com/ddpstore/ddpstore/iwarp/mpa"
 	"github.com/ddpstore/ddpstore/transport/initiator"
-	"github.com/ddpstore/ddpstore/transport/login"
 	log "github.com/sirupsen/logrus"
 )
 
@@ -247,60 +244,13 @@ func (c *common) dial(ctx context.Context, portal, target string, cfg initiator.
 		l.SetLevel(log.DebugLevel)
 	}
 	log.SetOutput(stderr) // others log through the standard logger
-	cfg.InitiatorName, cfg.TargetName, cfg.Log = conf.InitiatorName, target, log.NewEntry(l)
-	if cfg.QueueDepth == 0 {
-		cfg.QueueDepth = conf.QueueDepth
-	}
-	if cfg.Buffers == 0 {
-		cfg.Buffers = int(conf.Buffers)
-	}
-	cfg.Conn.MPA = mpa.StartupConfig{Revision: uint8(conf.MPA.Revision), Markers: conf.MPA.Markers, NoCRC: !conf.MPA.CRC}
-	cfg.NopInterval, cfg.NopTimeout = conf.NOP.Interval, conf.NOP.Timeout
-	if conf.NOP.Interval == 0 {
-		cfg.NopInterval = -1
-	}
-	if target != "" {
-		cfg.RecoveryTimeout = conf.RecoveryTimeout
-		if t, err := conf.FindTarget(target); err == nil && t.CHAP != nil {
-			cfg.CHAP = loginCHAP(t.CHAP)
-		}
-	} else if conf.DiscoveryCHAP != nil {
-		cfg.CHAP = loginCHAP(conf.DiscoveryCHAP)
-	}
+	var chap *config.CHAP
 	if c.user != "" || c.secret != "" {
-		cfg.CHAP = loginCHAP(&config.CHAP{User: c.user, Secret: c.secret})
+		chap = &config.CHAP{User: c.user, Secret: c.secret}
 	}
-	dev := iwarp.NewDevice(0)
-	dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	s, err := initiator.Dial(dctx, dev, c.network(portal, target), portal, cfg)
-	if err != nil {
-		dev.Close()
-		return nil, nil, err
-	}
-	return s, dev, nil
-}
-
-// network is the lower layer to reach portal by, as the iwarp network
-// name: --transport, else the transport of the configured target (by name,
-// or for discovery the one listing portal), else tcp.
-func (c *common) network(portal, target string) string {
-	if c.transport != "" {
-		return c.transport
-	}
-	for _, t := range c.cfg.Targets {
-		if t.Name == target || target == "" && slices.Contains(t.Portals, portal) {
-			if t.Transport != "" {
-				return t.Transport
-			}
-			break
-		}
-	}
-	return config.TransportTCP
-}
-
-func loginCHAP(c *config.CHAP) *login.CHAP {
-	return &login.CHAP{User: c.User, Secret: c.Secret, MutualUser: c.MutualUser, MutualSecret: c.MutualSecret}
+	cfg.Log = log.NewEntry(l)
+	cfg = session.Config(conf, target, cfg, chap)
+	return session.Dial(ctx, session.Network(conf, portal, target, c.transport), portal, cfg)
 }
 
 func discover(ctx context.Context, args []string, stdout, stderr io.Writer) int {

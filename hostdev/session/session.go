@@ -1,0 +1,86 @@
+// Package session logs an initiator host in to a target as its
+// configuration (config.Initiator) says: the session settings, the CHAP
+// secrets and the lower layer that apply to a target or to discovery.
+package session
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/ddpstore/ddpstore/config"
+	"github.com/ddpstore/ddpstore/iwarp"
+	"github.com/ddpstore/ddpstore/iwarp/mpa"
+	"github.com/ddpstore/ddpstore/transport/initiator"
+	"github.com/ddpstore/ddpstore/transport/login"
+)
+
+// Config completes cfg for a session with target ("" for discovery) from
+// conf: the names, the queue depth and buffers where cfg leaves them
+// zero, MPA, NOP, the recovery timeout and the CHAP secrets. chap, when
+// not nil, replaces the configured CHAP (a command line's).
+func Config(conf *config.Initiator, target string, cfg initiator.Config, chap *config.CHAP) initiator.Config {
+	cfg.InitiatorName, cfg.TargetName = conf.InitiatorName, target
+	if cfg.QueueDepth == 0 {
+		cfg.QueueDepth = conf.QueueDepth
+	}
+	if cfg.Buffers == 0 {
+		cfg.Buffers = int(conf.Buffers)
+	}
+	cfg.Conn.MPA = mpa.StartupConfig{Revision: uint8(conf.MPA.Revision), Markers: conf.MPA.Markers, NoCRC: !conf.MPA.CRC}
+	cfg.NopInterval, cfg.NopTimeout = conf.NOP.Interval, conf.NOP.Timeout
+	if conf.NOP.Interval == 0 {
+		cfg.NopInterval = -1
+	}
+	if target != "" {
+		cfg.RecoveryTimeout = conf.RecoveryTimeout
+		if t, err := conf.FindTarget(target); err == nil && t.CHAP != nil {
+			cfg.CHAP = loginCHAP(t.CHAP)
+		}
+	} else if conf.DiscoveryCHAP != nil {
+		cfg.CHAP = loginCHAP(conf.DiscoveryCHAP)
+	}
+	if chap != nil {
+		cfg.CHAP = loginCHAP(chap)
+	}
+	return cfg
+}
+
+func loginCHAP(c *config.CHAP) *login.CHAP {
+	return &login.CHAP{User: c.User, Secret: c.Secret, MutualUser: c.MutualUser, MutualSecret: c.MutualSecret}
+}
+
+// Network is the lower layer to reach portal by, as the iwarp network
+// name: override, else the transport of the configured target (by name,
+// or for discovery the one listing portal), else tcp.
+func Network(conf *config.Initiator, portal, target, override string) string {
+	if override != "" {
+		return override
+	}
+	for _, t := range conf.Targets {
+		if t.Name == target || target == "" && slices.Contains(t.Portals, portal) {
+			if t.Transport != "" {
+				return t.Transport
+			}
+			break
+		}
+	}
+	return config.TransportTCP
+}
+
+// DialTimeout bounds connecting and logging in.
+const DialTimeout = 20 * time.Second
+
+// Dial logs in to portal over network on a new software RNIC; the caller
+// closes the session, then the device.
+func Dial(ctx context.Context, network, portal string, cfg initiator.Config) (*initiator.Session, *iwarp.Device, error) {
+	dev := iwarp.NewDevice(0)
+	dctx, cancel := context.WithTimeout(ctx, DialTimeout)
+	defer cancel()
+	s, err := initiator.Dial(dctx, dev, network, portal, cfg)
+	if err != nil {
+		dev.Close()
+		return nil, nil, err
+	}
+	return s, dev, nil
+}
