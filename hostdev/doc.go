@@ -7,6 +7,7 @@
 //   - lunfs: a FUSE filesystem of one file per LUN
 //   - loop: loop devices over those files
 //   - bench: an in-process I/O driver over a session, with latency statistics
+//   - session: logging in to a target as the configuration says
 //   - mount: FUSE mounts of a session's LUNs as processes, their state files,
 //     and loop devices attached to their files
 //

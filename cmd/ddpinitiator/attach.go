@@ -9,10 +9,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/ddpstore/ddpstore/hostdev/loop"
+	"github.com/ddpstore/ddpstore/hostdev/mount"
 )
 
 const umountHelp = `usage: ddpinitiator umount [flags] MOUNTPOINT
@@ -36,7 +36,7 @@ func umountCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ddpinitiator umount: %v\n", err)
 		return exitUsage
 	}
-	if err := unmount(m.runDir, dir, 2*time.Second); err != nil {
+	if err := mount.Unmount(m.runDir, dir, 2*time.Second); err != nil {
 		fmt.Fprintf(stderr, "ddpinitiator umount: %v\n", err)
 		return exitFailed
 	}
@@ -74,10 +74,10 @@ func attachCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	switch {
 	case nbd:
-		fmt.Fprintf(stderr, "ddpinitiator attach: --nbd: %v\n", kernelFacility("nbd", "/dev/nbd0"))
+		fmt.Fprintf(stderr, "ddpinitiator attach: --nbd: %v\n", mount.Unavailable("nbd", "/dev/nbd0"))
 		return exitUsage
 	case ublk:
-		fmt.Fprintf(stderr, "ddpinitiator attach: --ublk: %v\n", kernelFacility("ublk_drv", "/dev/ublk-control"))
+		fmt.Fprintf(stderr, "ddpinitiator attach: --ublk: %v\n", mount.Unavailable("ublk_drv", "/dev/ublk-control"))
 		return exitUsage
 	}
 	if err := loop.Available(); err != nil {
@@ -89,18 +89,8 @@ func attachCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ddpinitiator attach: %v\n", err)
 		return exitUsage
 	}
-	base := filepath.Join(m.runDir, "attach")
-	if err := os.MkdirAll(base, 0o755); err != nil {
-		fmt.Fprintf(stderr, "ddpinitiator attach: %v\n", err)
-		return exitFailed
-	}
-	dir, err := os.MkdirTemp(base, sanitize(target)+"-")
+	dir, err := mount.AttachDir(m.runDir, target)
 	if err != nil {
-		fmt.Fprintf(stderr, "ddpinitiator attach: %v\n", err)
-		return exitFailed
-	}
-	if err := checkMountpoint(dir); err != nil {
-		os.Remove(dir)
 		fmt.Fprintf(stderr, "ddpinitiator attach: %v\n", err)
 		return exitFailed
 	}
@@ -110,47 +100,15 @@ func attachCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ddpinitiator attach: %v\n", err)
 		return exitFailed
 	}
-	var devs []*loop.Device
-	for _, f := range info.Files {
-		d, err := loop.Attach(f.Path, loop.Options{DirectIO: true, ReadOnly: f.ReadOnly, BlockSize: f.BlockSize})
-		if err != nil {
-			fmt.Fprintf(stderr, "ddpinitiator attach: loop device for %s: %v\n", f.Path, err)
-			for _, d := range devs {
-				loop.Detach(d.Path)
-				loop.WaitDetached(d.Path, 5*time.Second)
-			}
-			if err := unmount(m.runDir, dir, 5*time.Second); err == nil {
-				os.Remove(dir)
-			}
-			return exitFailed
-		}
-		if !d.DirectIO {
-			fmt.Fprintf(stderr, "ddpinitiator attach: the kernel refused direct I/O on %s; it caches in the page cache\n", d.Path)
-		}
-		devs = append(devs, d)
+	devs, err := mount.AttachLoops(m.runDir, dir, info.Files, func(msg string) { fmt.Fprintf(stderr, "ddpinitiator attach: %s\n", msg) })
+	if err != nil {
+		fmt.Fprintf(stderr, "ddpinitiator attach: %v\n", err)
+		return exitFailed
 	}
 	for _, d := range devs {
 		fmt.Fprintln(stdout, d.Path)
 	}
 	return exitOK
-}
-
-// kernelFacility says why an optional kernel driver cannot be used.
-func kernelFacility(module, node string) error {
-	if _, err := os.Stat(node); err != nil {
-		return fmt.Errorf("this kernel has no %s (%s: %v); use the default loop device", module, node, err)
-	}
-	return fmt.Errorf("the %s backend is not implemented; use the default loop device", module)
-}
-
-// sanitize makes a target name usable in a file name.
-func sanitize(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' {
-			return r
-		}
-		return '_'
-	}, s)
 }
 
 // withoutFlags drops flags from a parsed command line: the ones spawn sets
@@ -199,44 +157,11 @@ func detachCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ddpinitiator detach: %s is not attached\n", dev)
 		return exitFailed
 	}
-	dir := filepath.Dir(file)
-	if filepath.Dir(dir) != filepath.Join(m.runDir, "attach") {
-		fmt.Fprintf(stderr, "ddpinitiator detach: %s is attached to %s, which ddpinitiator attach did not make (see --run-dir)\n", dev, file)
-		return exitFailed
-	}
-	if err := loop.Detach(dev); err != nil {
+	if err := mount.Detach(m.runDir, dev, file, stdout); err != nil {
 		fmt.Fprintf(stderr, "ddpinitiator detach: %v\n", err)
 		return exitFailed
 	}
-	if err := loop.WaitDetached(dev, 10*time.Second); err != nil {
-		fmt.Fprintf(stderr, "ddpinitiator detach: %v\n", err)
-		return exitFailed
-	}
-	fmt.Fprintf(stdout, "detached %s\n", dev)
-	if others := loopsUnder(dir); len(others) > 0 {
-		fmt.Fprintf(stdout, "%s stays mounted for %s\n", dir, strings.Join(others, ", "))
-		return exitOK
-	}
-	if err := unmount(m.runDir, dir, 10*time.Second); err != nil {
-		fmt.Fprintf(stderr, "ddpinitiator detach: %v\n", err)
-		return exitFailed
-	}
-	os.Remove(dir)
-	fmt.Fprintf(stdout, "unmounted %s and logged out\n", dir)
 	return exitOK
-}
-
-// loopsUnder lists the loop devices whose backing file is in dir.
-func loopsUnder(dir string) []string {
-	ents, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
-	var out []string
-	for _, e := range ents {
-		b, err := os.ReadFile(e)
-		if err == nil && filepath.Dir(strings.TrimSpace(string(b))) == dir {
-			out = append(out, "/dev/"+filepath.Base(filepath.Dir(filepath.Dir(e))))
-		}
-	}
-	return out
 }
 
 // parsePlain parses a command that takes no configuration and exactly the
@@ -269,41 +194,22 @@ func statusCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if _, code, ok := parsePlain(fs, args, stdout, stderr, statusHelp); !ok {
 		return code
 	}
-	states, _ := filepath.Glob(filepath.Join(m.runDir, "mounts", "*.json"))
-	if len(states) == 0 {
+	mounts := mount.List(m.runDir)
+	if len(mounts) == 0 {
 		fmt.Fprintln(stdout, "no mounts")
 		return exitOK
 	}
 	code := exitOK
-	for _, p := range states {
-		info, err := readState(p)
-		if err != nil {
-			fmt.Fprintf(stderr, "ddpinitiator status: %s: %v\n", p, err)
+	for _, st := range mounts {
+		if st.Err != nil {
+			fmt.Fprintf(stderr, "ddpinitiator status: %s: %v\n", st.Path, st.Err)
 			code = exitFailed
 			continue
 		}
-		state := "served"
-		if err := syscall.Kill(info.PID, 0); err != nil || isZombie(info.PID) {
-			state, code = "PROCESS GONE", exitFailed
-		} else if mi, ok, _ := findMount(info.Mountpoint); !ok || mi.fstype != fsType {
-			state, code = "NOT MOUNTED", exitFailed
+		if st.Gone != "" {
+			code = exitFailed
 		}
-		fmt.Fprintf(stdout, "%s: %s at %s, pid %d, %s\n", info.Mountpoint, info.Target, info.Portal, info.PID, state)
-		for _, f := range info.Files {
-			loops := loopsOf(f.Path)
-			fmt.Fprintf(stdout, "  %s  %s%s\n", f.Path, human(f.Size), strings.Join(loops, ""))
-		}
+		st.Print(stdout)
 	}
 	return code
-}
-
-// loopsOf lists, as " -> /dev/loopN" strings, the loop devices over file.
-func loopsOf(file string) []string {
-	var out []string
-	for _, d := range loopsUnder(filepath.Dir(file)) {
-		if b, err := loop.BackingFile(d); err == nil && b == file {
-			out = append(out, " -> "+d)
-		}
-	}
-	return out
 }

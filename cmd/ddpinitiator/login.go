@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 
+	"github.com/ddpstore/ddpstore/hostdev"
 	"github.com/ddpstore/ddpstore/hostdev/remote"
 	"github.com/ddpstore/ddpstore/transport/initiator"
 )
@@ -49,7 +50,7 @@ func loginCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			fmt.Fprintf(stderr, "ddpinitiator: READ CAPACITY of LUN %d: %v\n", n, err)
 			return exitFailed
 		}
-		fmt.Fprintf(stdout, "  LUN %d: %d blocks of %d octets (%s)\n", n, blocks, bs, human(int64(blocks)*int64(bs)))
+		fmt.Fprintf(stdout, "  LUN %d: %d blocks of %d octets (%s)\n", n, blocks, bs, hostdev.HumanSize(int64(blocks)*int64(bs)))
 	}
 	if err := s.Logout(ctx); err != nil {
 		fmt.Fprintf(stderr, "ddpinitiator: logout: %v\n", err)
@@ -57,15 +58,4 @@ func loginCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	fmt.Fprintln(stdout, "logged out")
 	return exitOK
-}
-
-// human prints a size in the largest binary unit that keeps one decimal.
-func human(n int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
-	f, i := float64(n), 0
-	for f >= 1024 && i < len(units)-1 {
-		f /= 1024
-		i++
-	}
-	return fmt.Sprintf("%.1f %s", f, units[i])
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,13 +9,9 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
-	"time"
 
-	"github.com/ddpstore/ddpstore/hostdev/lunfs"
-	"github.com/ddpstore/ddpstore/hostdev/remote"
+	"github.com/ddpstore/ddpstore/hostdev/mount"
 	"github.com/ddpstore/ddpstore/transport/initiator"
-	"github.com/hanwen/go-fuse/v2/fuse"
-	log "github.com/sirupsen/logrus"
 )
 
 const mountHelp = `usage: ddpinitiator mount [flags] [PORTAL] MOUNTPOINT
@@ -64,38 +58,6 @@ func defaultRunDir() string {
 	return filepath.Join(os.TempDir(), fmt.Sprintf("ddpinitiator-%d", os.Getuid()))
 }
 
-// readyFD is the environment variable that tells a daemon child which
-// descriptor to report its mount (or failure) on.
-const readyFD = "DDPINITIATOR_READY_FD"
-
-// mountInfo describes a mount: written to its state file, and reported
-// by a daemon child to the parent that waits for it.
-type mountInfo struct {
-	PID        int        `json:"pid"`
-	Mountpoint string     `json:"mountpoint"`
-	Target     string     `json:"target"`
-	Portal     string     `json:"portal"`
-	Log        string     `json:"log,omitempty"`
-	Files      []lunFile  `json:"files"`
-	Error      string     `json:"error,omitempty"`
-	Loops      []loopInfo `json:"loops,omitempty"`
-}
-
-type lunFile struct {
-	Name      string `json:"name"`
-	Path      string `json:"path"`
-	LUN       uint16 `json:"lun"`
-	Size      int64  `json:"size"`
-	BlockSize int    `json:"block_size"`
-	ReadOnly  bool   `json:"read_only,omitempty"`
-}
-
-type loopInfo struct {
-	Device   string `json:"device"`
-	File     string `json:"file"`
-	DirectIO bool   `json:"direct_io"`
-}
-
 func mountCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mount", flag.ContinueOnError)
 	var c common
@@ -111,7 +73,7 @@ func mountCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "ddpinitiator mount: %v\n", err)
 		return exitUsage
 	}
-	if err := checkMountpoint(dir); err != nil {
+	if err := mount.CheckMountpoint(dir); err != nil {
 		fmt.Fprintf(stderr, "ddpinitiator mount: %v\n", err)
 		return exitUsage
 	}
@@ -121,41 +83,31 @@ func mountCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			fmt.Fprintf(stderr, "ddpinitiator mount: %v\n", err)
 			return exitFailed
 		}
-		printMounted(stdout, info)
+		mount.PrintMounted(stdout, info)
 		fmt.Fprintf(stdout, "serving in the background as pid %d, log in %s\n", info.PID, info.Log)
 		return exitOK
 	}
 	return serveMount(ctx, &c, &m, portal, dir, stdout, stderr)
 }
 
-// checkMountpoint refuses what cannot be mounted on.
-func checkMountpoint(dir string) error {
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("mount point: %w", err)
+// spawn runs "ddpinitiator mount FLAGS PORTAL DIR" as a daemon and waits
+// for it to report its mount or its failure.
+func spawn(flags []string, portal string, m *mountFlags, dir string) (mount.Info, error) {
+	if m.logFile == "" {
+		m.logFile = mount.LogPath(m.runDir, dir)
 	}
-	if !fi.IsDir() {
-		return fmt.Errorf("mount point %s is not a directory", dir)
-	}
-	if mi, ok, _ := findMount(dir); ok && mi.fstype == fsType {
-		return fmt.Errorf("%s is already a ddpinitiator mount (of %s)", dir, mi.source)
-	}
-	if os.Geteuid() != 0 {
-		return errors.New("mounting needs root (FUSE is mounted directly, without fusermount)")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		return fmt.Errorf("this kernel has no FUSE: %w", err)
-	}
-	return nil
+	args := append([]string{"mount"}, flags...)
+	args = append(args, "--log-file", m.logFile, "--run-dir", m.runDir, portal, dir)
+	return mount.Spawn(m.runDir, m.logFile, args)
 }
 
 // serveMount logs in, mounts, and serves until a signal or an unmount.
 func serveMount(ctx context.Context, c *common, m *mountFlags, portal, dir string, stdout, stderr io.Writer) int {
-	ready := readyReporter()
+	ready := mount.ReadyReporter()
 	fail := func(format string, a ...any) int {
 		msg := fmt.Sprintf(format, a...)
 		fmt.Fprintf(stderr, "ddpinitiator mount: %s\n", msg)
-		ready(mountInfo{Error: msg})
+		ready.Report(mount.Info{Error: msg})
 		return exitFailed
 	}
 	target, err := c.targetName()
@@ -164,143 +116,24 @@ func serveMount(ctx context.Context, c *common, m *mountFlags, portal, dir strin
 	}
 	c.verbose = true
 	mo := c.cfg.Mount
-	nslots := c.cfg.QueueDepth
-	slotSize := int(mo.MaxWrite) + 8192 // a whole MaxWrite at any offset of 4 KiB blocks
-	// the slots, and 1 MiB for REPORT LUNS and the like
-	s, dev, err := c.dial(ctx, portal, target, initiator.Config{Buffers: nslots*slotSize + 1<<20}, stderr)
+	mc := mount.Config{Dir: dir, Target: target, Portal: portal, RunDir: m.runDir, LogFile: m.logFile, Slots: c.cfg.QueueDepth,
+		MaxWrite: int(mo.MaxWrite), DirectIO: mo.DirectIO, AllowOther: mo.AllowOther, Debug: c.debug}
+	if t, err := c.cfg.FindTarget(target); err == nil {
+		for _, n := range t.LUNs {
+			mc.LUNs = append(mc.LUNs, uint16(n))
+		}
+	}
+	s, dev, err := c.dial(ctx, portal, target, initiator.Config{Buffers: mc.Buffers()}, stderr)
 	if err != nil {
 		return fail("login to %s at %s: %v", target, portal, err)
 	}
 	defer dev.Close()
 	defer s.Close()
-	slots, err := remote.NewSlots(s, nslots, slotSize)
-	if err != nil {
-		return fail("%v", err)
-	}
-	defer slots.Close()
-	disks, err := openDisks(ctx, c, target, s, slots)
-	if err != nil {
-		return fail("%v", err)
-	}
-	fsys := lunfs.New(disks, nslots, lunfs.Options{DirectIO: mo.DirectIO, MaxWrite: int(mo.MaxWrite), AllowOther: mo.AllowOther, Name: target, Debug: c.debug})
-	srv, err := fsys.Mount(dir)
-	if err != nil {
-		return fail("mount on %s: %v", dir, err)
-	}
-	info := mountInfo{PID: os.Getpid(), Mountpoint: dir, Target: target, Portal: portal, Log: m.logFile}
-	for _, d := range disks {
-		name := fmt.Sprintf("lun%d", d.LUN())
-		info.Files = append(info.Files, lunFile{Name: name, Path: filepath.Join(dir, name), LUN: d.LUN(), Size: d.Size(), BlockSize: d.BlockSize(), ReadOnly: d.ReadOnly()})
-	}
-	state := statePath(m.runDir, dir)
-	if err := writeState(state, info); err != nil {
-		log.Warnf("mount state: %v (umount will not wait for the logout)", err)
-	}
-	defer os.Remove(state)
-	if os.Getenv(readyFD) == "" {
-		printMounted(stdout, info)
-	}
-	ready(info)
-
-	served := make(chan struct{})
-	go func() { srv.Wait(); close(served) }()
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	ended := s.Done()
-	for {
-		select {
-		case <-sigs:
-			unmountOnSignal(srv, dir)
-			continue
-		case <-ended:
-			ended = nil
-			log.Errorf("the session ended: %v; I/O on %s fails until it is unmounted", s.Err(), dir)
-			continue
-		case <-served:
-		}
-		break
-	}
-	log.Infof("unmounted %s", dir)
-	lctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	switch err := s.Logout(lctx); {
-	case errors.Is(err, initiator.ErrReconnecting):
-		log.Infof("the target is unreachable: no logout")
-	case err != nil && s.Err() == nil:
-		log.Warnf("logout: %v", err)
+	if err := mount.Serve(ctx, s, mc, stdout, sigs, ready); err != nil {
+		return fail("%v", err)
 	}
 	return exitOK
-}
-
-// unmountOnSignal unmounts, or says why it cannot and serves on: a busy
-// mount still has users whose data must not be cut off.
-func unmountOnSignal(srv *fuse.Server, dir string) {
-	if err := srv.Unmount(); err != nil {
-		log.Errorf("cannot unmount %s: %v: files are open on it or a loop device is attached (ddpinitiator detach); still serving", dir, err)
-	}
-}
-
-// openDisks opens the LUNs of the target that the configuration selects
-// (all it reports when it names none).
-func openDisks(ctx context.Context, c *common, target string, s *initiator.Session, slots *remote.Slots) ([]*remote.Disk, error) {
-	luns, err := remote.ReportLUNs(ctx, s)
-	if err != nil {
-		return nil, fmt.Errorf("REPORT LUNS: %w", err)
-	}
-	if t, err := c.cfg.FindTarget(target); err == nil && len(t.LUNs) > 0 {
-		reported := map[uint16]bool{}
-		for _, n := range luns {
-			reported[n] = true
-		}
-		luns = luns[:0]
-		for _, n := range t.LUNs {
-			if !reported[uint16(n)] {
-				return nil, fmt.Errorf("the configuration selects LUN %d, which %s does not report", n, target)
-			}
-			luns = append(luns, uint16(n))
-		}
-	}
-	if len(luns) == 0 {
-		return nil, fmt.Errorf("%s reports no LUNs", target)
-	}
-	var disks []*remote.Disk
-	for _, n := range luns {
-		d, err := remote.Open(ctx, s, n, slots)
-		if err != nil {
-			return nil, err
-		}
-		disks = append(disks, d)
-	}
-	return disks, nil
-}
-
-func printMounted(w io.Writer, info mountInfo) {
-	fmt.Fprintf(w, "mounted %s at %s on %s:\n", info.Target, info.Portal, info.Mountpoint)
-	for _, f := range info.Files {
-		ro := ""
-		if f.ReadOnly {
-			ro = ", read-only"
-		}
-		fmt.Fprintf(w, "  %s  %s (%d-octet blocks%s)\n", f.Path, human(f.Size), f.BlockSize, ro)
-	}
-}
-
-// readyReporter returns the function a daemon child reports its mount or
-// failure with (once); a no-op in the foreground.
-func readyReporter() func(mountInfo) {
-	fd := os.Getenv(readyFD)
-	if fd == "" {
-		return func(mountInfo) {}
-	}
-	f := os.NewFile(3, "ready")
-	done := false
-	return func(info mountInfo) {
-		if done || f == nil {
-			return
-		}
-		done = true
-		json.NewEncoder(f).Encode(info)
-		f.Close()
-	}
 }
