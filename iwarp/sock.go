@@ -15,6 +15,15 @@ const maxIOV = 1024
 // sock does readv and writev on a TCP connection through Go's poller,
 // without allocating: the iovec arrays and the callbacks are made once.
 // One goroutine reads and one writes; neither method is safe for more.
+//
+// The socket is non-blocking, so readv and writev never wait: they are
+// made as raw system calls, without telling the scheduler. Through
+// syscall.Syscall, a loopback writev (which runs the peer's TCP receive
+// too) often outlasts sysmon's 20 µs tick: sysmon then hands the
+// processor to another thread and, seeing that, keeps polling every 20
+// µs. Under a virtual machine every such wake-up is a costly switch; at
+// queue depth 1 they cost ddptarget 50-140 µs of CPU per 4 KiB I/O
+// instead of 30, and halved IOPS (see docs/performance.md).
 type sock struct {
 	tc *net.TCPConn
 	rc syscall.RawConn
@@ -80,7 +89,7 @@ func (s *sock) readv(bufs [][]byte) (int, error) {
 }
 
 func (s *sock) doRead(fd uintptr) bool {
-	n, _, e := unix.Syscall(unix.SYS_READV, fd, uintptr(unsafe.Pointer(&s.riov[0])), uintptr(len(s.riov)))
+	n, _, e := unix.RawSyscall(unix.SYS_READV, fd, uintptr(unsafe.Pointer(&s.riov[0])), uintptr(len(s.riov)))
 	switch {
 	case e == unix.EAGAIN:
 		return false
@@ -121,7 +130,7 @@ func (s *sock) writev(bufs [][]byte) error {
 // and asks the poller to wait when the socket is full.
 func (s *sock) doWrite(fd uintptr) bool {
 	for len(s.wiov) > 0 {
-		n, _, e := unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&s.wiov[0])), uintptr(len(s.wiov)))
+		n, _, e := unix.RawSyscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&s.wiov[0])), uintptr(len(s.wiov)))
 		switch {
 		case e == unix.EAGAIN:
 			return false
