@@ -1,7 +1,7 @@
 // Package scsi names the SCSI values both ends of the transport use: the
 // operation codes and service actions (SPC-4, SBC-3), the status codes
 // (SAM-5), the sense keys and the additional sense codes (SPC-4).
-// transport/lu and transport/target on the target side and blockdev/remote
+// transport/lu and transport/target on the target side and hostdev/remote
 // on the initiator host take them from here, so each value is written down
 // once.
 //
