@@ -12,6 +12,8 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // Host is where a host-side test that boots the guest starts: it skips
@@ -77,6 +79,24 @@ func Ensure(t testing.TB, dir string) {
 	}
 	if os.Geteuid() != 0 {
 		t.Skip("the vmlab guest is not built and building it needs root (apt-get)")
+	}
+	// go test runs several packages' tests at once, and each of them
+	// may find the guest missing: one builds, the others wait for it
+	// (two build-vm.sh in one work directory delete each other's files).
+	if err := os.MkdirAll(CacheDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := os.OpenFile(filepath.Join(CacheDir(), ".build.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatalf("locking the vmlab build: %v", err)
+	}
+	defer unix.Flock(int(lock.Fd()), unix.LOCK_UN)
+	if _, err := exec.LookPath("qemu-system-x86_64"); err == nil && Built() {
+		return // built while this test waited
 	}
 	t.Log("building the vmlab guest (once; cached under ~/.cache/vmlab)")
 	out, err := exec.Command(filepath.Join(dir, "build-vm.sh")).CombinedOutput()
