@@ -104,7 +104,7 @@ func recvTCP(ln net.Listener, n, mode int) error {
 	}
 	// tcpSplit: 508 octets of destination, then a Marker slot, over and
 	// over, about one FPDU per readv.
-	s, err := newSock(c.(*net.TCPConn))
+	s, err := newSock(c.(*net.TCPConn), 0)
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,9 @@ package iwarp
 import (
 	"io"
 	"net"
+	"runtime"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -33,6 +35,11 @@ type sock struct {
 	rn    int
 	rerr  error
 	rfn   func(fd uintptr) bool
+	// spin: how long readv polls before it waits in the poller; tfn is
+	// one poll, ragain its EAGAIN.
+	spin   time.Duration
+	tfn    func(fd uintptr) bool
+	ragain bool
 
 	wbufs [][]byte
 	wiov  []unix.Iovec // what is left of wiovs to write
@@ -45,13 +52,15 @@ type sock struct {
 	mssFn  func(fd uintptr)
 }
 
-func newSock(tc *net.TCPConn) (*sock, error) {
+func newSock(tc *net.TCPConn, spin time.Duration) (*sock, error) {
 	rc, err := tc.SyscallConn()
 	if err != nil {
 		return nil, err
 	}
 	s := &sock{tc: tc, rc: rc, riov: make([]unix.Iovec, 0, maxIOV), wiovs: make([]unix.Iovec, 0, maxIOV)}
 	s.rfn = s.doRead
+	s.spin = spin
+	s.tfn = func(fd uintptr) bool { s.ragain = !s.doRead(fd); return true }
 	s.wfn = s.doWrite
 	return s, nil
 }
@@ -82,6 +91,26 @@ func (s *sock) readv(bufs [][]byte) (int, error) {
 		return 0, nil
 	}
 	s.rn, s.rerr = 0, nil
+	if s.spin > 0 {
+		// Poll first (see ConnConfig.ReadSpin): each try is one readv
+		// under the poller's lock on the descriptor, never a wait.
+		var deadline time.Time
+		for {
+			if err := s.rc.Read(s.tfn); err != nil {
+				return 0, err
+			}
+			if !s.ragain {
+				return s.rn, s.rerr
+			}
+			now := time.Now()
+			if deadline.IsZero() {
+				deadline = now.Add(s.spin)
+			} else if !now.Before(deadline) {
+				break
+			}
+			runtime.Gosched()
+		}
+	}
 	if err := s.rc.Read(s.rfn); err != nil {
 		return 0, err
 	}
