@@ -119,7 +119,7 @@ func recvTCP(ln net.Listener, n, mode int) error {
 		if len(cur) == 0 { // advance consumes cur in place
 			cur = work[:copy(work, plan)]
 		}
-		got, err := s.readv(cur[:min(len(cur), 2*(64<<10)/mpa.MarkerInterval)])
+		got, err := s.readv(cur[:min(len(cur), 2*(64<<10)/mpa.MarkerInterval)], false)
 		if err != nil {
 			return nil
 		}

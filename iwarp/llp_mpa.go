@@ -104,7 +104,8 @@ func (m *mpaLLP) receive(r *rx) error {
 			if x.ulen >= bigFPDU {
 				buf = x.stage[:smallRead]
 			}
-			n, err := m.s.readv(append(x.bufs[:0], buf))
+			// Poll for the next message only between messages.
+			n, err := m.s.readv(append(x.bufs[:0], buf), r.betweenMessages() && x.d.AtBoundary())
 			if err != nil {
 				return m.readErr(err)
 			}
@@ -181,7 +182,7 @@ func (m *mpaLLP) direct(r *rx, dst []byte) error {
 	}
 	for want > 0 {
 		x.bufs = append(append(x.bufs[:0], cur...), ahead)
-		n, err := m.s.readv(x.bufs)
+		n, err := m.s.readv(x.bufs, false)
 		if err != nil {
 			return m.readErr(err)
 		}

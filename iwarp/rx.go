@@ -57,6 +57,7 @@ type rx struct {
 	rdone   []recvResult // completed receives awaiting in-order delivery
 	rrMSN   uint32       // next expected Read Request MSN
 	gotAny  bool
+	midMsg  bool // the last segment did not end its message
 }
 
 // recvResult is a completed receive awaiting delivery.
@@ -175,6 +176,10 @@ func (r *rx) terminate(pe *protoError) {
 	r.q.state.Store(uint32(StateTerminate))
 	r.q.fail(&TerminateError{Err: pe.err, Cause: pe.cause})
 }
+
+// betweenMessages reports whether the last segment ended its message (or
+// none came yet): what arrives next starts a new one.
+func (r *rx) betweenMessages() bool { return !r.midMsg }
 
 // start begins a DDP Segment of ulen octets (the ULPDU of an FPDU).
 func (r *rx) start(ulen int) {
@@ -504,6 +509,7 @@ func (r *rx) end() error {
 	c := r.c
 	h := ddp.Header(r.hdr[:ddp.Control(r.hdr[0]).HeaderLen()])
 	r.gotAny = true
+	r.midMsg = !h.Last()
 	c.markFirstRx()
 	switch r.kind {
 	case segReadResp:

@@ -83,15 +83,18 @@ func fillIOV(iov []unix.Iovec, bufs [][]byte) []unix.Iovec {
 }
 
 // readv reads into bufs in order and returns how many octets arrived: at
-// least one, or an error (io.EOF when the peer closed its half).
-func (s *sock) readv(bufs [][]byte) (int, error) {
+// least one, or an error (io.EOF when the peer closed its half). With spin
+// it polls for up to s.spin before it waits in the poller: for the next
+// message, not for the rest of one, whose octets are already on their way
+// (polling for those costs a readv per few octets).
+func (s *sock) readv(bufs [][]byte, spin bool) (int, error) {
 	s.rbufs = bufs
 	s.riov = fillIOV(s.riov, bufs)
 	if len(s.riov) == 0 {
 		return 0, nil
 	}
 	s.rn, s.rerr = 0, nil
-	if s.spin > 0 {
+	if spin && s.spin > 0 {
 		// Poll first (see ConnConfig.ReadSpin): each try is one readv
 		// under the poller's lock on the descriptor, never a wait.
 		var deadline time.Time
