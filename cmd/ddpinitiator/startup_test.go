@@ -4,67 +4,34 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/ddpstore/ddpstore/internal/testbin"
 )
 
 // The tests here run ddpinitiator as a process, built once with the race
 // detector as integration/daemon does, and check that a command that
 // cannot start exits with one line that names the cause.
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
+var ddpinitiatorProg = &testbin.Program{Name: "ddpinitiator"}
 
 // ddpinitiator returns the path of the built program.
-func ddpinitiator(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "ddpinitiator-bin")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "ddpinitiator")
-		out, err := exec.Command("go", "build", "-race", "-o", binPath, "github.com/ddpstore/ddpstore/cmd/ddpinitiator").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("go build ddpinitiator: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
+func ddpinitiator(t *testing.T) string { return ddpinitiatorProg.Path(t) }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
-	}
+	testbin.Cleanup()
 	os.Exit(code)
 }
 
 // closedPort returns a loopback address nobody listens on now.
-func closedPort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+func closedPort(t *testing.T) string { return testbin.FreeAddr(t) }
 
 // runInitiator runs ddpinitiator with args and returns its exit code and
 // stderr.

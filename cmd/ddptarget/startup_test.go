@@ -12,12 +12,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ddpstore/ddpstore/config"
+	"github.com/ddpstore/ddpstore/internal/testbin"
 	log "github.com/sirupsen/logrus"
 )
 
@@ -25,52 +25,19 @@ import (
 // detector as integration/daemon does, and check that a daemon that cannot
 // start exits with one line that names the cause and leaves nothing behind.
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
+var ddptargetProg = &testbin.Program{Name: "ddptarget"}
 
 // ddptarget returns the path of the built program.
-func ddptarget(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "ddptarget-bin")
-		if err != nil {
-			binErr = err
-			return
-		}
-		os.Chmod(dir, 0o755) // runnable by nobody, for the tests that drop root
-		binPath = filepath.Join(dir, "ddptarget")
-		out, err := exec.Command("go", "build", "-race", "-o", binPath, "github.com/ddpstore/ddpstore/cmd/ddptarget").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("go build ddptarget: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
+func ddptarget(t *testing.T) string { return ddptargetProg.Path(t) }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
-	}
+	testbin.Cleanup()
 	os.Exit(code)
 }
 
 // freePort returns a loopback address nobody listens on now.
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+func freePort(t *testing.T) string { return testbin.FreeAddr(t) }
 
 // targetConfig writes a configuration with one portal and one target with
 // the given LUN lines ("{id: 0, memory: 1MiB}").

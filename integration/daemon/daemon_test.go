@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ddpstore/ddpstore/internal/testbin"
 	"github.com/ddpstore/ddpstore/iwarp"
 	"github.com/ddpstore/ddpstore/transport/initiator"
 	log "github.com/sirupsen/logrus"
@@ -27,53 +28,22 @@ import (
 
 const initiatorName = "iqn.2026-11.io.ddpstore:host1"
 
-// program is a command of this module built once per test binary, with
-// the race detector.
-type program struct {
-	name string
-	once sync.Once
-	path string
-	err  error
-}
-
 var (
-	targetProg    = &program{name: "ddptarget"}
-	initiatorProg = &program{name: "ddpinitiator"}
+	targetProg    = &testbin.Program{Name: "ddptarget"}
+	initiatorProg = &testbin.Program{Name: "ddpinitiator"}
 )
 
-// build returns the program's path, building it the first time.
-func (p *program) build(t *testing.T) string {
-	t.Helper()
-	p.once.Do(func() {
-		dir, err := os.MkdirTemp("", p.name+"-bin")
-		if err != nil {
-			p.err = err
-			return
-		}
-		p.path = filepath.Join(dir, p.name)
-		out, err := exec.Command("go", "build", "-race", "-o", p.path, "github.com/ddpstore/ddpstore/cmd/"+p.name).CombinedOutput()
-		if err != nil {
-			p.err = fmt.Errorf("go build %s: %v\n%s", p.name, err, out)
-		}
-	})
-	if p.err != nil {
-		t.Fatal(p.err)
-	}
-	return p.path
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Cleanup()
+	os.Exit(code)
 }
 
-func ddptarget(t *testing.T) string    { return targetProg.build(t) }
-func ddpinitiator(t *testing.T) string { return initiatorProg.build(t) }
+func ddptarget(t *testing.T) string    { return targetProg.Path(t) }
+func ddpinitiator(t *testing.T) string { return initiatorProg.Path(t) }
 
 // freePort returns a loopback port nobody listens on now.
-func freePort(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+func freePort(t *testing.T) string { return testbin.FreeAddr(t) }
 
 // proc is a running ddptarget.
 type proc struct {
