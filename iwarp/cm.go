@@ -35,12 +35,15 @@ type ConnConfig struct {
 	// EMSS, when not 0, fixes the EMSS that FPDUs are sized for instead of
 	// reading TCP_MAXSEG (tests use it to force many FPDUs).
 	EMSS int
-	// ReadSpin is how long the receiver keeps polling a quiet socket
-	// before it sleeps until the poller wakes it (DefaultReadSpin when 0;
-	// negative: never poll). A sleep and its wake-up cost a small I/O
-	// more than the network does, most of all in a virtual machine; a
-	// message that comes within the spin costs neither. Other goroutines
-	// run between polls.
+	// ReadSpin, when positive, is how long the receiver keeps polling a
+	// quiet socket between messages before it sleeps until the poller
+	// wakes it. A sleep and its wake-up cost a small I/O more than the
+	// network does, most of all in a virtual machine: 50 µs took a
+	// pinned QD1 4 KiB read from about 17K to 27K IOPS. Off by default:
+	// while a receiver spins (yielding), its processor does not poll the
+	// network for the other goroutines, so a sender waiting for socket
+	// space (a 1 MiB WRITE's Read Responses) or another connection waits
+	// out the spin; 1 MiB WRITE fell to 0.4x (docs/performance.md).
 	ReadSpin time.Duration
 	// SCTP configures the association of a connection over network "sctp"
 	// (kernel SCTP) or "sctp-udp" (userspace SCTP over UDP): DDP over SCTP
@@ -48,15 +51,7 @@ type ConnConfig struct {
 	SCTP sctp.Config
 }
 
-// DefaultReadSpin is ReadSpin when a ConnConfig sets none: about two
-// round trips of a small message over loopback, so that a request-response
-// exchange at queue depth 1 finds its answer while still polling.
-const DefaultReadSpin = 50 * time.Microsecond
-
 func (c ConnConfig) withDefaults() ConnConfig {
-	if c.ReadSpin == 0 {
-		c.ReadSpin = DefaultReadSpin
-	}
 	if c.StartupTimeout <= 0 {
 		c.StartupTimeout = DefaultStartupTimeout
 	}

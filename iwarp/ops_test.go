@@ -248,3 +248,20 @@ func TestRepostOnCompletion(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReadSpin runs every operation with both receivers polling between
+// messages (ConnConfig.ReadSpin), then closes the QPs while they poll: a
+// close ends the spin with the QP's error, as it ends a wait.
+func TestReadSpin(t *testing.T) {
+	cfg := ConnConfig{ReadSpin: 200 * time.Microsecond}
+	ini, resp := connect(t, cfg, cfg)
+	if ini.qp.conn.l.(*mpaLLP).s.spin != cfg.ReadSpin {
+		t.Fatal("ReadSpin did not reach the socket")
+	}
+	for _, n := range []int{0, 1, 4096, 300 << 10} {
+		exchange(t, ini, resp, n)
+	}
+	ini.qp.Close()
+	waitDone(t, "initiator", ini.qp)
+	waitDone(t, "responder", resp.qp)
+}
