@@ -24,11 +24,7 @@ var ddpinitiatorProg = &testbin.Program{Name: "ddpinitiator"}
 // ddpinitiator returns the path of the built program.
 func ddpinitiator(t *testing.T) string { return ddpinitiatorProg.Path(t) }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // closedPort returns a loopback address nobody listens on now.
 func closedPort(t *testing.T) string { return testbin.FreeAddr(t) }

@@ -30,11 +30,7 @@ var ddptargetProg = &testbin.Program{Name: "ddptarget"}
 // ddptarget returns the path of the built program.
 func ddptarget(t *testing.T) string { return ddptargetProg.Path(t) }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // freePort returns a loopback address nobody listens on now.
 func freePort(t *testing.T) string { return testbin.FreeAddr(t) }

@@ -33,11 +33,7 @@ var (
 	initiatorProg = &testbin.Program{Name: "ddpinitiator"}
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 func ddptarget(t *testing.T) string    { return targetProg.Path(t) }
 func ddpinitiator(t *testing.T) string { return initiatorProg.Path(t) }

@@ -53,7 +53,15 @@ func (p *Program) Path(t testing.TB) string {
 	return p.path
 }
 
-// Cleanup removes every program built; TestMain calls it after m.Run.
+// Main runs the tests and removes every program they built: a package's
+// TestMain is testbin.Main(m).
+func Main(m *testing.M) {
+	code := m.Run()
+	Cleanup()
+	os.Exit(code)
+}
+
+// Cleanup removes every program built.
 func Cleanup() {
 	mu.Lock()
 	defer mu.Unlock()
