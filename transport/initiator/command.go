@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ddpstore/ddpstore/transport/iscsi"
 	"github.com/ddpstore/ddpstore/transport/iser"
@@ -84,6 +85,10 @@ func (s *Session) Do(ctx context.Context, cmd *Command) error {
 	if err != nil {
 		return err
 	}
+	var start time.Time
+	if s.cfg.Observer != nil {
+		start = time.Now()
+	}
 	ti, err := s.take(ctx, true)
 	if err != nil {
 		return err
@@ -93,7 +98,18 @@ func (s *Session) Do(ctx context.Context, cmd *Command) error {
 	if err := s.postCommand(ti); err != nil {
 		return err
 	}
-	return s.wait(ctx, ti)
+	err = s.wait(ctx, ti)
+	if err == nil && s.cfg.Observer != nil {
+		info := CommandInfo{LUN: cmd.LUN, Opcode: cmd.CDB[0], Status: cmd.Status, Latency: time.Since(start)}
+		switch cmd.Dir {
+		case DataIn:
+			info.DataIn = uint32(len(cmd.Data))
+		case DataOut:
+			info.DataOut = uint32(len(cmd.Data))
+		}
+		s.cfg.Observer.Command(info)
+	}
+	return err
 }
 
 // buildCommand writes task ti's SCSI Command PDU, with its iSER header

@@ -57,7 +57,9 @@ type Config struct {
 	NoImmediateData bool
 	// LoginTimeout bounds the login (default 15 s).
 	LoginTimeout time.Duration
-	Log          *log.Entry
+	// Observer, when set, is told of commands and reconnections (metrics).
+	Observer Observer
+	Log      *log.Entry
 }
 
 func (c *Config) setDefaults() error {
@@ -389,6 +391,9 @@ func (s *Session) startRecovery(err error) bool {
 		s.recoverBy = time.Now().Add(s.cfg.RecoveryTimeout)
 		s.log.Warnf("initiator: connection lost (%v); reconnecting for up to %v", err, s.cfg.RecoveryTimeout)
 	}
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.ConnectionLost()
+	}
 	for i := range s.tasks {
 		t := &s.tasks[i]
 		if !t.busy || t.replied || i == len(s.tasks)-1 {
@@ -442,6 +447,9 @@ func (s *Session) relogin() error {
 		s.sendCommandLocked(ti) // a failure leaves it for the next connection
 	}
 	s.log.Infof("initiator: reconnected; %d commands reissued", len(pending))
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.Reconnected()
+	}
 	s.cond.Broadcast()
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ddpstore/ddpstore/iwarp"
@@ -35,6 +36,8 @@ var errProtocol = errors.New("target: protocol error")
 type conn struct {
 	srv  *Server
 	log  *log.Entry
+	obs  Observer // nil: none
+	info atomic.Pointer[SessionInfo]
 	c    *iserconn.Conn
 	wake chan bool // true: work for Idle; closed: stop
 	once sync.Once
@@ -106,6 +109,10 @@ func (c *conn) wakeUp() {
 // serve runs the connection from its MPA Request to its end.
 func (c *conn) serve(req *iwarp.ConnRequest) {
 	cfg := &c.srv.cfg
+	if c.obs = cfg.Observer; c.obs != nil {
+		c.obs.Connection(1)
+		defer c.obs.Connection(-1)
+	}
 	hdr, err := iser.ParseCMHeader(req.PrivateData())
 	if err != nil {
 		c.log.Warnf("target: refusing a connection without iSER private data: %v", err)
@@ -138,6 +145,11 @@ func (c *conn) serve(req *iwarp.ConnRequest) {
 		return
 	}
 	c.init()
+	defer func() {
+		if c.ffp && c.obs != nil {
+			c.obs.Session(c.res.SessionType, -1)
+		}
+	}()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	err = c.c.Loop(context.Background(), c, c.wake, tick.C)
@@ -212,6 +224,9 @@ func (c *conn) close() {
 func (c *conn) drop(err error) error {
 	if c.closeWhy == nil {
 		c.closeWhy = err
+		if c.obs != nil {
+			c.obs.Rejected(0)
+		}
 	}
 	return err
 }
@@ -332,6 +347,12 @@ func (c *conn) login(pdu []byte) error {
 		if err := c.useTarget(ex.targets[c.res.TargetName]); err != nil {
 			return c.drop(err)
 		}
+	}
+	info := *c.info.Load()
+	info.Initiator, info.Target, info.Kind, info.TSIH = c.res.InitiatorName, c.res.TargetName, c.res.SessionType, c.res.TSIH
+	c.info.Store(&info)
+	if c.obs != nil {
+		c.obs.Session(c.res.SessionType, 1)
 	}
 	c.log.Infof("target: %s session logged in (TSIH %d)", c.res.SessionType, c.res.TSIH)
 	return nil

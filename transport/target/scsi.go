@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ddpstore/ddpstore/iwarp"
 	"github.com/ddpstore/ddpstore/iwarp/mem"
@@ -48,6 +49,7 @@ type task struct {
 	nextRead uint32 // octets of write data fetched or being fetched
 	unsol    uint32 // octets of write data that came with the command
 	reads    int    // RDMA Reads outstanding
+	arrived  time.Time // when the command came (for the Observer)
 	exec     lu.Task
 }
 
@@ -86,6 +88,9 @@ func (c *conn) command(h iser.Header, bhs iscsi.BHS, imm []byte) error {
 		itt: bhs.ITT(), lun: bhs.LUN(), edtl: edtl,
 		rstag: mem.STag(h.ReadSTag()), rto: h.ReadBaseOffset(),
 		wstag: mem.STag(h.WriteSTag()), wto: h.WriteBaseOffset(), exec: t.exec}
+	if c.obs != nil {
+		t.arrived = time.Now()
+	}
 	cdb := cmd.CDB()
 	t.cdbLen = uint8(copy(t.cdb[:], cdb))
 	if int(edtl) > c.staging.Size() && (t.write || lu.NeedsInBuffer(cdb)) {
@@ -362,6 +367,9 @@ func (c *conn) respond(ti int32) error {
 			inv = t.wstag
 		}
 	}
+	if c.obs != nil {
+		c.observe(t, xfer)
+	}
 	c.slotTask[slot] = ti
 	t.state = stSent
 	c.sq--
@@ -400,4 +408,16 @@ func (c *conn) takeSlot() (int, bool) {
 	}
 	c.sq--
 	return c.popSlot(), true
+}
+
+// observe tells the Observer of task t's answer; xfer octets of data-in
+// went with it.
+func (c *conn) observe(t *task, xfer uint32) {
+	lun, _ := t.lun.Number()
+	info := CommandInfo{Target: c.res.TargetName, LUN: uint64(lun), Opcode: t.cdb[0], Status: t.exec.Status,
+		DataIn: xfer, Latency: time.Since(t.arrived)}
+	if t.write && t.exec.Status == scsi.StatusGood {
+		info.DataOut = t.edtl
+	}
+	c.obs.Command(info)
 }

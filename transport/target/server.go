@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,6 +62,9 @@ type Config struct {
 	// before dropping the connection (defaults 5 s and 15 s; negative
 	// disables pings).
 	NopInterval, NopTimeout time.Duration
+	// Observer, when set, is told of connections, sessions and commands
+	// (metrics).
+	Observer Observer
 	// Log receives the target's log; logrus's standard logger when nil.
 	Log *log.Entry
 }
@@ -219,6 +223,7 @@ func (s *Server) accept(req *iwarp.ConnRequest) {
 		return
 	}
 	c := &conn{srv: s, log: s.cfg.Log.WithField("peer", req.RemoteAddr.String())}
+	c.info.Store(&SessionInfo{Peer: req.RemoteAddr.String(), Transport: "iser", Since: time.Now()})
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
@@ -229,6 +234,18 @@ func (s *Server) accept(req *iwarp.ConnRequest) {
 		delete(s.conns, c)
 		s.mu.Unlock()
 	}()
+}
+
+// SessionList returns the connections being served, oldest first.
+func (s *Server) SessionList() []SessionInfo {
+	s.mu.Lock()
+	list := make([]SessionInfo, 0, len(s.conns))
+	for c := range s.conns {
+		list = append(list, *c.info.Load())
+	}
+	s.mu.Unlock()
+	sort.Slice(list, func(i, j int) bool { return list[i].Since.Before(list[j].Since) })
+	return list
 }
 
 // Sessions returns the number of connections being served.

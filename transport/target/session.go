@@ -54,6 +54,9 @@ func (c *conn) pdu(op iscsi.Opcode, advanceStatSN bool, fill func(b iscsi.BHS, d
 // its header (RFC 7143 section 11.17).
 func (c *conn) reject(bad iscsi.BHS, reason uint8) error {
 	c.log.Warnf("target: rejecting %v (ITT %#x): reason %#02x", bad.Opcode(), bad.ITT(), reason)
+	if c.obs != nil {
+		c.obs.Rejected(reason)
+	}
 	return c.pdu(iscsi.OpReject, true, func(b iscsi.BHS, data []byte) (int, error) {
 		r, _ := iscsi.AsReject(b)
 		r.SetReason(reason)
