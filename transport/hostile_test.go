@@ -59,6 +59,10 @@ func TestHostileInitiator(t *testing.T) {
 		}, iser.HeaderFields{}, iscsi.RejectProtocolError},
 		{"read without a read STag", func(sn uint32) []byte { return scsiCmd(5, sn, read16(0, 8), 4096, true, false) },
 			iser.HeaderFields{}, iscsi.RejectProtocolError},
+		{"PDU longer than its padded data segment", func(sn uint32) []byte {
+			p := nopOut(11, sn, []byte("abc"))
+			return append(p[:iscsi.BHSLen+3], 0, 0)
+		}, iser.HeaderFields{}, iscsi.RejectProtocolError},
 		{"immediate data beyond EDTL", func(sn uint32) []byte {
 			p := scsiCmd(6, sn, write16(0, 1), 512, false, true)
 			b := append(p, make([]byte, 1024)...)
@@ -84,6 +88,18 @@ func TestHostileInitiator(t *testing.T) {
 			}
 		})
 	}
+
+	// The Send delimits the PDU: a data segment without its padding, as
+	// libiscsi sends it, is taken as it is (transport/target/iser.go).
+	t.Run("data segment without padding", func(t *testing.T) {
+		p := newRawPeer(t, r.dev)
+		res := p.connect(r.addr)
+		p.sendRaw(iser.HeaderFields{}, nopOut(12, res.CmdSN, []byte("abc"))[:iscsi.BHSLen+3])
+		in := p.expect(iscsi.OpNOPIn)
+		if n := in.DataSegmentLength(); n != 3 || string(in[iscsi.BHSLen:iscsi.BHSLen+3]) != "abc" || in.ITT() != 12 {
+			t.Fatalf("NOP-In ITT %d with %d octets %q, want ITT 12 echoing \"abc\"", in.ITT(), n, in[iscsi.BHSLen:iscsi.BHSLen+min(n, 3)])
+		}
+	})
 
 	drops := []struct {
 		name string
@@ -159,4 +175,15 @@ func TestNopTimeout(t *testing.T) {
 	if err := p.ended(10 * time.Second); err == nil || err.Error() == "still connected" {
 		t.Fatalf("silent initiator not dropped: %v", err)
 	}
+}
+
+// nopOut is a NOP-Out ping (ITT itt, immediate) carrying data, padded.
+func nopOut(itt, cmdSN uint32, data []byte) []byte {
+	return pdu(iscsi.OpNOPOut, func(b iscsi.BHS) {
+		n, _ := iscsi.AsNOPOut(b)
+		n.SetITT(itt)
+		n.SetTTT(iscsi.ReservedITT)
+		n.SetCmdSN(cmdSN)
+		b.SetImmediate(true)
+	}, data)
 }

@@ -1,19 +1,14 @@
 package target
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/ddpstore/ddpstore/iwarp"
-	"github.com/ddpstore/ddpstore/iwarp/mem"
 	"github.com/ddpstore/ddpstore/transport/bufpool"
 	"github.com/ddpstore/ddpstore/transport/iscsi"
-	"github.com/ddpstore/ddpstore/transport/iser"
-	"github.com/ddpstore/ddpstore/transport/iserconn"
 	"github.com/ddpstore/ddpstore/transport/login"
 	"github.com/ddpstore/ddpstore/transport/lu"
 	log "github.com/sirupsen/logrus"
@@ -31,15 +26,16 @@ const loginData = 8192
 // connection is dropped.
 var errProtocol = errors.New("target: protocol error")
 
-// conn is one iSER connection of the target: its login, then its session
-// in full feature phase. Everything runs on the connection's goroutine.
+// conn is the session core of one connection of the target: its login,
+// then its session in full feature phase, over a transport (transport.go).
+// Everything runs on the connection's goroutine.
 type conn struct {
 	srv  *Server
 	log  *log.Entry
 	obs  Observer // nil: none
 	info atomic.Pointer[SessionInfo]
-	c    *iserconn.Conn
-	wake chan bool // true: work for Idle; closed: stop
+	tr   transport
+	wake chan bool // true: work for idle; closed: stop
 	once sync.Once
 
 	// Slow commands run on goroutines of their own (runAsync) and queue
@@ -56,12 +52,9 @@ type conn struct {
 	ffp                  bool
 	res                  login.Result
 	tgt                  *lu.Target // nil in a discovery session
-	storeMR              map[*lu.LU]*mem.MR
-	sendInv              bool // the initiator accepts Send with Invalidate
-	closing              bool // the last PDU is queued: disconnect when sent
+	closing              bool       // the last PDU is queued: disconnect when sent
 	closeWhy             error
 	immediate            bool // ImmediateData=Yes
-	solicitedOnly        bool // Write Base Offsets skip the unsolicited data (writeTO)
 	firstBurst, maxBurst uint32
 
 	statSN, expCmdSN uint32
@@ -71,7 +64,6 @@ type conn struct {
 	free     []int32
 	slotTask []int32 // send slot -> task waiting for its completion, or -1
 	sendFree []int32
-	sq       int     // free send queue entries
 	waiting  []int32 // tasks blocked on staging, send slots or the send queue
 	staging  *bufpool.Pool
 
@@ -106,55 +98,27 @@ func (c *conn) wakeUp() {
 	}
 }
 
-// serve runs the connection from its MPA Request to its end.
-func (c *conn) serve(req *iwarp.ConnRequest) {
-	cfg := &c.srv.cfg
-	if c.obs = cfg.Observer; c.obs != nil {
-		c.obs.Connection(1)
-		defer c.obs.Connection(-1)
-	}
-	hdr, err := iser.ParseCMHeader(req.PrivateData())
-	if err != nil {
-		c.log.Warnf("target: refusing a connection without iSER private data: %v", err)
-		req.Reject(nil)
-		return
-	}
-	c.sendInv = !hdr.SendInvNotSupported()
-	c.log.Debugf("target: MPA revision %d, iSER CM flags: ZBVA not supported %v, Send with Invalidate not supported %v",
-		req.Revision(), hdr.ZBVANotSupported(), hdr.SendInvNotSupported())
-	depth := cfg.QueueDepth
-	c.c, err = iserconn.New(c.srv.dev, iserconn.Config{
-		RecvSlots: depth + extraTasks, RecvData: max(cfg.RecvDataSegment, loginData),
-		SendSlots: depth + extraTasks, SendData: loginData,
-		SendWRs: 3*depth + 2*extraTasks,
-		Extra:   cfg.Staging, ExtraAccess: mem.LocalWrite | mem.RemoteWrite,
-	})
-	if err != nil {
-		c.log.Errorf("target: connection resources: %v", err)
-		req.Reject(nil)
-		return
-	}
-	defer c.close()
-	var reply [iser.CMHeaderLen]byte
-	iser.CMFields{}.Encode(reply[:])
+// errStopped: the server stopped the connection (Close).
+var errStopped = errors.New("target: connection stopped")
+
+// start readies the core to run over tr and returns the channel that wakes
+// its loop (true: call idle; closed: stop).
+func (c *conn) start(tr transport) <-chan bool {
+	c.tr = tr
 	c.asyncMu.Lock()
 	c.wake = make(chan bool, 1)
 	c.asyncMu.Unlock()
-	if err := req.Accept(c.c.QP, reply[:]); err != nil {
-		c.log.Warnf("target: MPA accept: %v", err)
-		return
-	}
 	c.init()
-	defer func() {
-		if c.ffp && c.obs != nil {
-			c.obs.Session(c.res.SessionType, -1)
-		}
-	}()
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	err = c.c.Loop(context.Background(), c, c.wake, tick.C)
+	return c.wake
+}
+
+// ended logs why the connection's loop ended, err, and ends the session.
+func (c *conn) ended(err error) {
+	if c.ffp && c.obs != nil {
+		c.obs.Session(c.res.SessionType, -1)
+	}
 	switch {
-	case errors.Is(err, iserconn.ErrStopped):
+	case errors.Is(err, errStopped):
 		c.log.Debug("target: connection stopped")
 	case c.closing && c.closeWhy == nil:
 		c.log.Debug("target: connection closed after logout")
@@ -172,18 +136,17 @@ func (c *conn) init() {
 	for i := n - 1; i >= 0; i-- {
 		c.free = append(c.free, int32(i))
 	}
-	slots := c.c.SendSlots()
+	slots := c.tr.sendSlots()
 	c.slotTask = make([]int32, slots)
 	for i := slots - 1; i >= 0; i-- {
 		c.sendFree = append(c.sendFree, int32(i))
 		c.slotTask[i] = -1
 	}
-	c.sq = 3*cfg.QueueDepth + 2*extraTasks
-	c.staging, _ = bufpool.New(c.c.ExtraMR().Len(), 4096)
+	c.staging, _ = bufpool.New(len(c.tr.staging()), 4096)
 	c.depth = uint32(cfg.QueueDepth)
 	c.lastRx = time.Now()
 	offer := login.Defaults()
-	offer.RDMAExtensions = true
+	c.tr.offer(&offer)
 	offer.InitialR2T = true
 	offer.ImmediateData = true
 	offer.FirstBurstLength = uint32(cfg.FirstBurst)
@@ -210,16 +173,6 @@ func (s *Server) nextTSIH() uint16 {
 	}
 }
 
-// close releases the connection's resources.
-func (c *conn) close() {
-	c.c.QP.Close()
-	c.workers.Wait() // a slow command still running uses the LU
-	for _, mr := range c.storeMR {
-		c.srv.dev.Deregister(context.Background(), mr)
-	}
-	c.c.Close()
-}
-
 // drop ends the connection because of what the peer did.
 func (c *conn) drop(err error) error {
 	if c.closeWhy == nil {
@@ -231,40 +184,28 @@ func (c *conn) drop(err error) error {
 	return err
 }
 
-// PDU implements iserconn.Handler.
-func (c *conn) PDU(msg []byte) error {
+// malformed answers a PDU whose framing is wrong: before full feature
+// phase the connection is dropped, in it the PDU is rejected.
+func (c *conn) malformed(bhs iscsi.BHS, err error) error {
+	if !c.ffp {
+		return c.drop(err)
+	}
+	return c.reject(bhs, iscsi.RejectProtocolError)
+}
+
+// received handles one PDU from the initiator, its BHS and data segment, as the
+// transport delivers it.
+func (c *conn) received(bhs iscsi.BHS, data []byte) error {
 	c.lastRx = time.Now()
-	op, err := iser.MessageOpcode(msg)
-	if err != nil {
-		return c.drop(fmt.Errorf("%w: iSER message: %v", errProtocol, err))
-	}
-	if op == iser.OpHello {
-		return c.hello(msg)
-	}
-	h, pdu, err := iser.ParseHeader(msg)
-	if err != nil {
-		return c.drop(fmt.Errorf("%w: iSER header: %v", errProtocol, err))
-	}
-	bhs, err := iscsi.Parse(pdu)
-	if err != nil {
-		return c.drop(fmt.Errorf("%w: iSCSI PDU: %v", errProtocol, err))
-	}
-	if bhs.TotalAHSLength() != 0 || bhs.PDULen() != len(pdu) {
-		if !c.ffp {
-			return c.drop(fmt.Errorf("%w: PDU of %d octets announces %d (AHS %d words)", errProtocol, len(pdu), bhs.PDULen(), bhs.TotalAHSLength()))
-		}
-		return c.reject(bhs, iscsi.RejectProtocolError)
-	}
-	data := pdu[iscsi.BHSLen : iscsi.BHSLen+int(bhs.DataSegmentLength())]
 	if !c.ffp {
 		if bhs.Opcode() != iscsi.OpLoginReq {
 			return c.drop(fmt.Errorf("%w: %v before login completed", errProtocol, bhs.Opcode()))
 		}
-		return c.login(pdu)
+		return c.login(bhs, data)
 	}
 	switch bhs.Opcode() {
 	case iscsi.OpSCSICommand:
-		return c.command(h, bhs, data)
+		return c.command(bhs, data)
 	case iscsi.OpNOPOut:
 		return c.nopOut(bhs, data)
 	case iscsi.OpTaskMgmtReq:
@@ -283,46 +224,21 @@ func (c *conn) PDU(msg []byte) error {
 	return c.reject(bhs, iscsi.RejectCommandNotSupported)
 }
 
-// hello answers an iSER Hello (RFC 7145 section 9.2) with a HelloReply
-// accepting version 0xA. Linux never sends one; others may, before login.
-func (c *conn) hello(msg []byte) error {
-	hm, err := iser.ParseHello(msg)
-	if err != nil || c.ffp {
-		return c.drop(fmt.Errorf("%w: iSER Hello: %v", errProtocol, err))
-	}
-	slot, ok := c.takeSlot()
-	if !ok {
-		return c.drop(errors.New("target: no send buffer for a HelloReply"))
-	}
-	buf := c.c.SendBuf(slot)
-	reject := hm.MinVer() > iser.Version || hm.MaxVer() < iser.Version
-	n, err := iser.HelloReplyFields{Reject: reject, MaxVer: iser.Version, CurVer: iser.Version, ORD: hm.IRD()}.Encode(buf)
-	if err != nil {
-		return err
-	}
-	if reject {
-		c.closing = true
-		c.closeWhy = fmt.Errorf("iSER Hello for versions %d..%d", hm.MinVer(), hm.MaxVer())
-	}
-	return c.c.PostPDU(slot, n, 0)
-}
-
 // login runs one step of the login phase.
-func (c *conn) login(pdu []byte) error {
+func (c *conn) login(bhs iscsi.BHS, data []byte) error {
 	slot, ok := c.takeSlot()
 	if !ok {
 		return c.drop(errors.New("target: no send buffer for a Login Response"))
 	}
-	buf := c.c.SendBuf(slot)
-	out, done, err := c.lt.Step(buf[iser.HeaderLen:iser.HeaderLen], pdu)
-	if len(out) > 0 && &out[0] != &buf[iser.HeaderLen] {
-		if len(out) > len(buf)-iser.HeaderLen {
+	buf := c.tr.sendBuf(slot)
+	out, done, err := c.lt.Step(buf[:0], wholePDU(bhs, data))
+	if len(out) > 0 && &out[0] != &buf[0] {
+		if len(out) > len(buf) {
 			return c.drop(fmt.Errorf("target: Login Response of %d octets", len(out)))
 		}
-		copy(buf[iser.HeaderLen:], out)
+		copy(buf, out)
 	}
-	iser.HeaderFields{}.Encode(buf)
-	if perr := c.c.PostPDU(slot, iser.HeaderLen+len(out), 0); perr != nil {
+	if perr := c.tr.postPDU(slot, len(out), -1); perr != nil {
 		return perr
 	}
 	if err != nil {
@@ -338,12 +254,11 @@ func (c *conn) login(pdu []byte) error {
 	c.statSN, c.expCmdSN = c.res.StatSN, c.res.CmdSN
 	p := c.res.Params
 	c.immediate, c.firstBurst, c.maxBurst = p.ImmediateData, p.FirstBurstLength, p.MaxBurstLength
-	c.solicitedOnly = p.TaggedBufferForSolicitedDataOnly || !p.TaggedBufferDeclared
+	c.tr.negotiated(p)
 	c.log = c.log.WithFields(log.Fields{"initiator": c.res.InitiatorName, "target": c.res.TargetName, "tsih": c.res.TSIH})
 	if c.res.SessionType == "Normal" {
 		ex := c.srv.ex.Load()
 		c.gen = ex.gen
-		c.storeMR = map[*lu.LU]*mem.MR{}
 		if err := c.useTarget(ex.targets[c.res.TargetName]); err != nil {
 			return c.drop(err)
 		}
@@ -358,32 +273,27 @@ func (c *conn) login(pdu []byte) error {
 	return nil
 }
 
-// useTarget makes tg the session's target: its LUs' store mappings are
-// registered (local access only) in the connection's PD, those of LUs it
-// no longer has are deregistered.
+// wholePDU is the PDU of bhs and data as one slice: in place when the
+// transport delivered them contiguous, as iSER does, else a copy.
+func wholePDU(bhs iscsi.BHS, data []byte) []byte {
+	n := iscsi.BHSLen + len(data)
+	if len(data) == 0 {
+		return bhs[:iscsi.BHSLen]
+	}
+	if cap(bhs) >= n && &bhs[:n][iscsi.BHSLen] == &data[0] {
+		return bhs[:n]
+	}
+	return append(append(make([]byte, 0, n), bhs[:iscsi.BHSLen]...), data...)
+}
+
+// useTarget makes tg the session's target, with the transport ready to
+// send from its LUs' stores.
 func (c *conn) useTarget(tg *lu.Target) error {
 	if tg == nil {
 		return fmt.Errorf("target: target %q is not exported", c.res.TargetName)
 	}
-	keep := map[*lu.LU]bool{}
-	for _, n := range tg.LUNs() {
-		l := tg.LU(n)
-		keep[l] = true
-		if c.storeMR[l] != nil {
-			continue
-		}
-		mr, err := c.srv.dev.Register(c.c.PD, l.Store().Mapping(), 0, int(l.Size()), 0)
-		if err != nil {
-			return fmt.Errorf("target: registering LUN %d: %w", n, err)
-		}
-		c.storeMR[l] = mr
-	}
-	for l, mr := range c.storeMR {
-		if !keep[l] {
-			// Waits for RDMA Writes still reading it.
-			c.srv.dev.Deregister(context.Background(), mr)
-			delete(c.storeMR, l)
-		}
+	if err := c.tr.useLUs(tg); err != nil {
+		return err
 	}
 	c.tgt = tg
 	return nil
@@ -433,39 +343,34 @@ func sameCHAP(a, b *login.CHAP) bool {
 	return *a == *b
 }
 
-// SendDone implements iserconn.Handler.
-func (c *conn) SendDone(slot int, st iwarp.Status) {
-	c.sq++
+// sent is called by the transport when send buffer slot is free again.
+func (c *conn) sent(slot int) {
 	c.sendFree = append(c.sendFree, int32(slot))
 	if ti := c.slotTask[slot]; ti >= 0 {
 		c.slotTask[slot] = -1
 		c.release(ti)
 	}
 	if c.closing && len(c.sendFree) == len(c.slotTask) {
-		c.c.QP.Disconnect()
+		c.tr.disconnect()
 	}
 }
 
-// Completed implements iserconn.Handler: RDMA Reads of write data and
-// RDMA Writes of read data.
-func (c *conn) Completed(id uint64, wc *iwarp.WC) {
-	c.sq++
-	if wc.Op != iwarp.WCRead {
-		return
-	}
-	t := &c.tasks[id]
+// fetched is called by the transport when a fetch of task ti's write data
+// is in (ok) or has failed.
+func (c *conn) fetched(ti int32, ok bool) {
+	t := &c.tasks[ti]
 	t.reads--
-	if wc.Status != iwarp.StatusSuccess {
+	if !ok {
 		t.failed = true
 	}
 	if t.reads == 0 && t.nextRead == t.edtl {
-		c.advance(int32(id))
+		c.advance(ti)
 	}
 }
 
-// Idle implements iserconn.Handler: it retries blocked tasks and runs the
-// NOP-In keepalive.
-func (c *conn) Idle() error {
+// idle is called by the transport's loop when it is woken or its ticker
+// fires: it retries blocked tasks and runs the NOP-In keepalive.
+func (c *conn) idle() error {
 	if c.closing {
 		return nil
 	}
@@ -473,7 +378,7 @@ func (c *conn) Idle() error {
 		// Shutting down and nothing in progress: close gracefully.
 		c.closing = true
 		if len(c.sendFree) == len(c.slotTask) {
-			c.c.QP.Disconnect()
+			c.tr.disconnect()
 		}
 		return nil
 	}

@@ -3,14 +3,9 @@ package target
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"time"
 
-	"github.com/ddpstore/ddpstore/iwarp"
-	"github.com/ddpstore/ddpstore/iwarp/mem"
 	"github.com/ddpstore/ddpstore/transport/iscsi"
-	"github.com/ddpstore/ddpstore/transport/iser"
-	"github.com/ddpstore/ddpstore/transport/iserconn"
 	"github.com/ddpstore/ddpstore/transport/lu"
 	"github.com/ddpstore/ddpstore/transport/scsi"
 )
@@ -40,22 +35,18 @@ type task struct {
 	cdb      [16]byte
 	cdbLen   uint8
 	edtl     uint32
-	rstag    mem.STag
-	rto      uint64
-	wstag    mem.STag
-	wto      uint64
 	stOff    int // staging run, when stLen > 0
 	stLen    int
-	nextRead uint32 // octets of write data fetched or being fetched
-	unsol    uint32 // octets of write data that came with the command
-	reads    int    // RDMA Reads outstanding
+	nextRead uint32    // octets of write data fetched or being fetched
+	unsol    uint32    // octets of write data that came with the command
+	reads    int       // RDMA Reads outstanding
 	arrived  time.Time // when the command came (for the Observer)
 	exec     lu.Task
 }
 
-// command handles a SCSI Command PDU (RFC 7143 section 11.3) with its iSER
-// header (RFC 7145 section 9.1).
-func (c *conn) command(h iser.Header, bhs iscsi.BHS, imm []byte) error {
+// command handles a SCSI Command PDU (RFC 7143 section 11.3); the
+// transport binds its description of the data buffers to the task.
+func (c *conn) command(bhs iscsi.BHS, imm []byte) error {
 	if c.tgt == nil {
 		return c.reject(bhs, iscsi.RejectProtocolError) // discovery session
 	}
@@ -65,14 +56,8 @@ func (c *conn) command(h iser.Header, bhs iscsi.BHS, imm []byte) error {
 		return c.reject(bhs, iscsi.RejectProtocolError)
 	}
 	edtl := cmd.ExpectedDataTransferLength()
-	bad := false
-	switch {
-	case cmd.Read() && edtl > 0 && !h.ReadValid(),
-		cmd.Write() && uint32(len(imm)) < edtl && !h.WriteValid(),
-		len(imm) > 0 && (!cmd.Write() || !c.immediate || uint32(len(imm)) > min(c.firstBurst, edtl) ||
-			len(imm) > c.srv.cfg.RecvDataSegment):
-		bad = true
-	}
+	bad := len(imm) > 0 && (!cmd.Write() || !c.immediate || uint32(len(imm)) > min(c.firstBurst, edtl) ||
+		len(imm) > c.srv.cfg.RecvDataSegment)
 	if bad || cmd.Read() && cmd.Write() {
 		c.windowDone(windowed)
 		return c.reject(bhs, iscsi.RejectProtocolError)
@@ -82,12 +67,14 @@ func (c *conn) command(h iser.Header, bhs iscsi.BHS, imm []byte) error {
 		return c.reject(bhs, iscsi.RejectOutOfResources)
 	}
 	ti := c.free[len(c.free)-1]
+	if !c.tr.command(ti, cmd, len(imm)) {
+		c.windowDone(windowed)
+		return c.reject(bhs, iscsi.RejectProtocolError)
+	}
 	c.free = c.free[:len(c.free)-1]
 	t := &c.tasks[ti]
 	*t = task{state: stExec, windowed: windowed, read: cmd.Read(), write: cmd.Write(),
-		itt: bhs.ITT(), lun: bhs.LUN(), edtl: edtl,
-		rstag: mem.STag(h.ReadSTag()), rto: h.ReadBaseOffset(),
-		wstag: mem.STag(h.WriteSTag()), wto: h.WriteBaseOffset(), exec: t.exec}
+		itt: bhs.ITT(), lun: bhs.LUN(), edtl: edtl, exec: t.exec}
 	if c.obs != nil {
 		t.arrived = time.Now()
 	}
@@ -125,21 +112,6 @@ func (c *conn) command(h iser.Header, bhs iscsi.BHS, imm []byte) error {
 	return c.advance(ti)
 }
 
-// writeTO is the Tagged Offset in the initiator's buffer of the write data
-// at t.nextRead. The Write Base Offset names the first octet of the data
-// (RFC 7145 section 9.1), or, when the initiator declared
-// TaggedBufferForSolicitedDataOnly=Yes, the first octet after the
-// unsolicited data (section 6.9). An initiator that declares nothing gets
-// the latter too: Linux's and libiscsi's iSER initiators declare nothing
-// and advance the offset past their immediate data, as Linux's own target
-// expects (docs/interop.md, "Linux iSER initiator").
-func (c *conn) writeTO(t *task) uint64 {
-	if c.solicitedOnly {
-		return t.wto + uint64(t.nextRead-t.unsol)
-	}
-	return t.wto + uint64(t.nextRead)
-}
-
 var invalidFieldSense = [18]byte{0: 0x70, 2: scsi.SenseIllegalRequest, 7: 10, 12: scsi.ASCInvalidFieldInCDB >> 8}
 
 // acceptCmdSN checks a PDU's CmdSN against the window (RFC 7143 section
@@ -164,7 +136,7 @@ func (c *conn) acceptCmdSN(bhs iscsi.BHS) (windowed, ok bool) {
 func (c *conn) maxCmdSN() uint32 { return c.expCmdSN - 1 + (c.depth - c.busy) }
 
 func (c *conn) stagingBuf(t *task) []byte {
-	return c.c.ExtraMR().Bytes()[t.stOff : t.stOff+t.stLen]
+	return c.tr.staging()[t.stOff : t.stOff+t.stLen]
 }
 
 // wait queues task ti until resources free up.
@@ -199,16 +171,14 @@ func (c *conn) advance(ti int32) error {
 			}
 		case stFetch:
 			for t.nextRead < t.edtl {
-				if c.sq == 0 {
+				if !c.tr.room(1) {
 					c.wait(ti)
 					return nil
 				}
 				n := min(t.edtl-t.nextRead, c.maxBurst)
-				sge := iwarp.SGEOf(c.c.ExtraMR(), t.stOff+int(t.nextRead), int(n))
-				if err := c.c.Post(iwarp.OpRead, uint64(ti), sge, t.wstag, c.writeTO(t)); err != nil {
-					return fmt.Errorf("target: posting an RDMA Read: %w", err)
+				if err := c.tr.fetch(ti, t.stOff+int(t.nextRead), t.nextRead, n); err != nil {
+					return err
 				}
-				c.sq--
 				t.reads++
 				t.nextRead += n
 			}
@@ -216,7 +186,7 @@ func (c *conn) advance(ti int32) error {
 				return nil // Completed advances it when the last Read is in
 			}
 			if t.failed {
-				return errors.New("target: RDMA Read of write data failed")
+				return errors.New("target: fetching write data failed")
 			}
 			t.state = stExec
 		case stExec:
@@ -290,9 +260,8 @@ func (c *conn) finishAsync() error {
 	return nil
 }
 
-// respond sends the task's data-in by RDMA Write and its SCSI Response
-// (RFC 7145 section 7.3.3), with Send with Invalidate of the initiator's
-// STag when it accepts that.
+// respond sends the task's data-in and its SCSI Response (RFC 7143 section
+// 11.4) through the transport.
 func (c *conn) respond(ti int32) error {
 	t := &c.tasks[ti]
 	data := t.exec.DataIn
@@ -307,30 +276,26 @@ func (c *conn) respond(ti int32) error {
 	if xfer > 0 {
 		need = 2
 	}
-	if c.sq < need || len(c.sendFree) == 0 {
+	if !c.tr.room(need) || len(c.sendFree) == 0 {
 		c.wait(ti)
 		return nil
 	}
 	if xfer > 0 {
-		var sge iwarp.SGE
+		src := dataRef{off: int64(t.stOff)}
 		if t.exec.FromStore {
-			sge = iwarp.SGEOf(c.storeMR[t.exec.LU], int(t.exec.StoreOffset), int(xfer))
-		} else {
-			sge = iwarp.SGEOf(c.c.ExtraMR(), t.stOff, int(xfer))
+			src = dataRef{lu: t.exec.LU, off: t.exec.StoreOffset}
 		}
-		if err := c.c.Post(iwarp.OpWrite, uint64(ti), sge, t.rstag, t.rto); err != nil {
-			return fmt.Errorf("target: posting an RDMA Write: %w", err)
+		if err := c.tr.dataIn(ti, src, xfer); err != nil {
+			return err
 		}
-		c.sq--
 	}
 	if t.windowed {
 		t.windowed = false
 		c.busy--
 	}
 	slot := c.popSlot()
-	buf := c.c.SendBuf(slot)
-	iser.HeaderFields{}.Encode(buf)
-	r, _ := iscsi.NewSCSIResponse(buf[iser.HeaderLen:])
+	buf := c.tr.sendBuf(slot)
+	r, _ := iscsi.NewSCSIResponse(buf)
 	r.SetITT(t.itt)
 	r.SetResponse(iscsi.ResponseCompleted)
 	r.SetStatus(t.exec.Status)
@@ -348,7 +313,7 @@ func (c *conn) respond(ti int32) error {
 			r.SetResidualCount(n - t.edtl)
 		}
 	}
-	n := iserconn.Overhead
+	n := iscsi.BHSLen
 	if s := t.exec.Sense; len(s) > 0 {
 		binary.BigEndian.PutUint16(buf[n:], uint16(len(s)))
 		copy(buf[n+2:], s)
@@ -359,21 +324,12 @@ func (c *conn) respond(ti int32) error {
 			n++
 		}
 	}
-	var inv mem.STag
-	if c.sendInv {
-		if t.read && t.rstag != 0 {
-			inv = t.rstag
-		} else if t.write && t.wstag != 0 && t.edtl > 0 {
-			inv = t.wstag
-		}
-	}
 	if c.obs != nil {
 		c.observe(t, xfer)
 	}
 	c.slotTask[slot] = ti
 	t.state = stSent
-	c.sq--
-	return c.c.PostPDU(slot, n, inv)
+	return c.tr.postPDU(slot, n, ti)
 }
 
 // release returns task ti and its staging.
@@ -403,10 +359,9 @@ func (c *conn) popSlot() int {
 // takeSlot returns a send buffer and a send queue entry for a PDU that is
 // not a task's response.
 func (c *conn) takeSlot() (int, bool) {
-	if len(c.sendFree) == 0 || c.sq == 0 {
+	if len(c.sendFree) == 0 || !c.tr.room(1) {
 		return 0, false
 	}
-	c.sq--
 	return c.popSlot(), true
 }
 

@@ -229,7 +229,11 @@ func (s *Server) accept(req *iwarp.ConnRequest) {
 	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
-		c.serve(req)
+		if c.obs = s.cfg.Observer; c.obs != nil {
+			c.obs.Connection(1)
+			defer c.obs.Connection(-1)
+		}
+		c.serveISER(req)
 		s.mu.Lock()
 		delete(s.conns, c)
 		s.mu.Unlock()

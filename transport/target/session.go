@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/ddpstore/ddpstore/transport/iscsi"
-	"github.com/ddpstore/ddpstore/transport/iser"
-	"github.com/ddpstore/ddpstore/transport/iserconn"
 	"github.com/ddpstore/ddpstore/transport/login"
 )
 
@@ -21,9 +19,8 @@ func (c *conn) pdu(op iscsi.Opcode, advanceStatSN bool, fill func(b iscsi.BHS, d
 	if !ok {
 		return c.drop(fmt.Errorf("target: no send buffer for a %v: the initiator exceeds MaxOutstandingUnexpectedPDUs", op))
 	}
-	buf := c.c.SendBuf(slot)
-	iser.HeaderFields{}.Encode(buf)
-	b, err := iscsi.Init(buf[iser.HeaderLen:iserconn.Overhead], op)
+	buf := c.tr.sendBuf(slot)
+	b, err := iscsi.Init(buf[:iscsi.BHSLen], op)
 	if err != nil {
 		return err
 	}
@@ -35,19 +32,19 @@ func (c *conn) pdu(op iscsi.Opcode, advanceStatSN bool, fill func(b iscsi.BHS, d
 	}
 	sn.SetExpCmdSN(c.expCmdSN)
 	sn.SetMaxCmdSN(c.maxCmdSN())
-	n, err := fill(b, buf[iserconn.Overhead:])
+	n, err := fill(b, buf[iscsi.BHSLen:])
 	if err != nil {
 		return err
 	}
 	if err := b.SetDataSegmentLength(uint32(n)); err != nil {
 		return err
 	}
-	end := iserconn.Overhead + n
+	end := iscsi.BHSLen + n
 	for end%4 != 0 {
 		buf[end] = 0
 		end++
 	}
-	return c.c.PostPDU(slot, end, 0)
+	return c.tr.postPDU(slot, end, -1)
 }
 
 // reject answers a PDU the target will not act on with a Reject carrying
