@@ -125,6 +125,12 @@ func readWrite(_ int, cmd *api.SCSICommand) api.SAMStat {
 	if l.store.ReadOnly() {
 		return checkCondition(cmd, scsi.SenseDataProtect, scsi.ASCWriteProtected)
 	}
+	if tl == 0 {
+		// SBC-3 5.32 to 5.35 and the WRITE AND VERIFY commands: a
+		// TRANSFER LENGTH of 0 transfers (and verifies) nothing and is
+		// not an error. WRITE(6) never gets here: its 0 means 256 blocks.
+		return api.SAMStatGood
+	}
 	if cmd.OutSDBBuffer == nil || uint64(len(cmd.OutSDBBuffer.Buffer)) < tl {
 		// The initiator sends less than the CDB asks to write.
 		return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInCDB)

@@ -591,3 +591,51 @@ func TestBackendErrors(t *testing.T) {
 	tg.Execute(&task, lun(t, 0), cdb10(byte(api.WRITE_10), 0, 0, 8), bytes.Repeat([]byte{7}, 4096), nil)
 	expect(t, &task, 0, 0)
 }
+
+// TestZeroTransferLength: a WRITE or WRITE AND VERIFY with a TRANSFER
+// LENGTH of 0 transfers nothing and is not an error (SBC-3 5.32 to 5.35,
+// WRITE AND VERIFY likewise), with or without a data-out buffer, FUA or
+// not; its LBA is still checked. WRITE(6)'s 0 means 256 blocks.
+func TestZeroTransferLength(t *testing.T) {
+	write12 := func(op, flags byte, lba, n uint32) []byte {
+		c := make([]byte, 12)
+		c[0], c[1] = op, flags
+		binary.BigEndian.PutUint32(c[2:], lba)
+		binary.BigEndian.PutUint32(c[6:], n)
+		return c
+	}
+	d := bytes.Repeat([]byte{0x33}, 512)
+	cases := []struct {
+		name string
+		cdb  []byte
+		out  []byte
+		key  byte
+		asc  uint16
+	}{
+		{name: "WRITE(10)", cdb: cdb10(byte(api.WRITE_10), 0, 0, 0)},
+		{name: "WRITE(10) FUA", cdb: cdb10(byte(api.WRITE_10), 0x08, 7, 0)},
+		{name: "WRITE(10) with a data-out", cdb: cdb10(byte(api.WRITE_10), 0, 7, 0), out: d},
+		{name: "WRITE(12)", cdb: write12(byte(api.WRITE_12), 0, 100, 0)},
+		{name: "WRITE(16)", cdb: cdb16(byte(api.WRITE_16), 0, lbas-1, 0)},
+		{name: "WRITE AND VERIFY(10)", cdb: cdb10(byte(api.WRITE_VERIFY), 0x02, 3, 0)},
+		{name: "WRITE AND VERIFY(12)", cdb: write12(byte(api.WRITE_VERIFY_12), 0, 3, 0)},
+		{name: "WRITE AND VERIFY(16)", cdb: cdb16(byte(api.WRITE_VERIFY_16), 0, 3, 0)},
+		{name: "WRITE(10) past the end", cdb: cdb10(byte(api.WRITE_10), 0, lbas+1, 0), key: keyIllegalRequest, asc: ascLBAOutOfRange},
+		{name: "WRITE(16) at LBA 2^64-1", cdb: cdb16(byte(api.WRITE_16), 0, 1<<64-1, 0), key: keyIllegalRequest, asc: ascLBAOutOfRange},
+		{name: "WRITE(6) of 0 is 256 blocks", cdb: []byte{byte(api.WRITE_6), 0, 0, 0, 0, 0}, key: keyIllegalRequest, asc: ascInvalidFieldInCDB},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tg, ss := targetOfKinds(t, lbas*512, bg)
+			var task Task
+			tg.Execute(&task, lun(t, 0), c.cdb, c.out, nil)
+			expect(t, &task, c.key, c.asc)
+			if !allOctets(tg.LU(0).data, bg) {
+				t.Error("the LU changed")
+			}
+			if len(ss[0].syncs) != 0 {
+				t.Errorf("synced %v", ss[0].syncs)
+			}
+		})
+	}
+}
