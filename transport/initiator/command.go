@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/ddpstore/ddpstore/transport/iscsi"
-	"github.com/ddpstore/ddpstore/transport/iser"
-	"github.com/ddpstore/ddpstore/transport/iserconn"
 )
 
 // Direction is a command's data direction.
@@ -112,33 +110,20 @@ func (s *Session) Do(ctx context.Context, cmd *Command) error {
 	return err
 }
 
-// buildCommand writes task ti's SCSI Command PDU, with its iSER header
-// naming the buffer in the current connection's STag, into the send slot
-// and returns its length. s.mu held.
+// buildCommand writes task ti's SCSI Command PDU into its send slot, with
+// the transport's description of its buffer, and returns its length.
+// s.mu held.
 func (s *Session) buildCommand(ti int32) int {
 	t := &s.tasks[ti]
 	cmd := t.cmd
-	buf := s.c.SendBuf(int(ti))
+	buf := s.tr.sendBuf(int(ti))
 	edtl := uint32(len(cmd.Data))
-	h := iser.HeaderFields{}
 	imm := 0
-	stag := s.c.ExtraMR().STag()
-	va := s.c.ExtraMR().BaseTO() + uint64(t.off)
-	switch cmd.Dir {
-	case DataIn:
-		if edtl > 0 {
-			h.ReadValid, h.ReadSTag, h.ReadBaseOffset = true, uint32(stag), va
-		}
-	case DataOut:
+	if cmd.Dir == DataOut {
 		imm = min(len(cmd.Data), s.maxImm)
-		if uint32(imm) < edtl {
-			// TaggedBufferForSolicitedDataOnly=Yes (login): the offset of
-			// the first octet after the immediate data.
-			h.WriteValid, h.WriteSTag, h.WriteBaseOffset = true, uint32(stag), va+uint64(imm)
-		}
 	}
-	h.Encode(buf)
-	c, _ := iscsi.NewSCSICommand(buf[iser.HeaderLen:])
+	s.tr.command(int(ti), cmd.Dir, t.off, edtl, imm)
+	c, _ := iscsi.NewSCSICommand(buf)
 	c.SetFinal(true)
 	c.SetRead(cmd.Dir == DataIn)
 	c.SetWrite(cmd.Dir == DataOut)
@@ -147,7 +132,7 @@ func (s *Session) buildCommand(ti int32) int {
 	c.SetITT(s.itt(ti))
 	c.SetExpectedDataTransferLength(edtl)
 	c.SetCDB(cmd.CDB)
-	n := iserconn.Overhead
+	n := iscsi.BHSLen
 	if imm > 0 {
 		copy(buf[n:], cmd.Data[:imm])
 		c.SetDataSegmentLength(uint32(imm))
@@ -186,13 +171,13 @@ func (s *Session) sendCommandLocked(ti int32) error {
 	t := &s.tasks[ti]
 	n := s.buildCommand(ti)
 	t.cmdSN = s.cmdSN
-	b := iscsi.BHS(s.c.SendBuf(int(ti))[iser.HeaderLen:iserconn.Overhead])
+	b := iscsi.BHS(s.tr.sendBuf(int(ti))[:iscsi.BHSLen])
 	b.SetImmediate(false)
 	sn := iscsi.InitiatorSNs{BHS: b}
 	sn.SetCmdSN(s.cmdSN)
 	sn.SetExpStatSN(s.expStat)
 	s.cmdSN++
-	if err := s.c.PostPDU(int(ti), n, 0); err != nil {
+	if err := s.tr.postPDU(int(ti), n); err != nil {
 		if s.cfg.RecoveryTimeout > 0 {
 			t.reissue = true
 			return nil
@@ -285,7 +270,7 @@ func (s *Session) postLocked(ti int32, b iscsi.BHS, n int, immediate bool) error
 	if !immediate {
 		s.cmdSN++
 	}
-	if err := s.c.PostPDU(int(ti), n, 0); err != nil {
+	if err := s.tr.postPDU(int(ti), n); err != nil {
 		s.tasks[ti].sent = true
 		s.freeLocked(ti)
 		return err

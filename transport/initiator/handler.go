@@ -6,31 +6,17 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ddpstore/ddpstore/iwarp"
 	"github.com/ddpstore/ddpstore/transport/iscsi"
-	"github.com/ddpstore/ddpstore/transport/iser"
-	"github.com/ddpstore/ddpstore/transport/iserconn"
 	"github.com/ddpstore/ddpstore/transport/login"
 )
 
-// PDU implements iserconn.Handler: an answer from the target.
-func (s *Session) PDU(msg []byte) error {
+// received handles a PDU from the target, its BHS and data segment, as
+// the transport delivers it.
+func (s *Session) received(b iscsi.BHS, data []byte) error {
 	s.lastRx = time.Now()
-	_, pdu, err := iser.ParseHeader(msg)
-	if err != nil {
-		return fmt.Errorf("initiator: iSER message from the target: %w", err)
-	}
-	b, err := iscsi.Parse(pdu)
-	if err != nil {
-		return fmt.Errorf("initiator: PDU from the target: %w", err)
-	}
-	if b.PDULen() > len(pdu) || b.TotalAHSLength() != 0 {
-		return fmt.Errorf("initiator: %v announces %d octets in a %d-octet message", b.Opcode(), b.PDULen(), len(pdu))
-	}
-	data := pdu[iscsi.BHSLen : iscsi.BHSLen+int(b.DataSegmentLength())]
 	if b.Opcode() == iscsi.OpLoginResp {
 		select {
-		case s.loginCh <- append([]byte(nil), pdu[:b.PDULen()]...):
+		case s.loginCh <- append(append([]byte(nil), b[:iscsi.BHSLen]...), data...):
 			return nil
 		default:
 			return errors.New("initiator: unexpected Login Response")
@@ -59,7 +45,7 @@ func (s *Session) PDU(msg []byte) error {
 		}
 	case iscsi.OpSCSIResponse, iscsi.OpTaskMgmtResp, iscsi.OpTextResp:
 	case iscsi.OpAsyncMsg:
-		s.log.Infof("initiator: asynchronous message from the target (event %d)", pdu[36])
+		s.log.Infof("initiator: asynchronous message from the target (event %d)", b[36])
 		return nil
 	default:
 		return fmt.Errorf("initiator: unexpected %v from the target", b.Opcode())
@@ -117,9 +103,8 @@ func (s *Session) pong(ttt uint32) error {
 	t := &s.tasks[ti]
 	t.gen++
 	t.busy, t.sent, t.replied, t.released = true, false, true, true
-	buf := s.c.SendBuf(int(ti))
-	iser.HeaderFields{}.Encode(buf)
-	n, _ := iscsi.NewNOPOut(buf[iser.HeaderLen:])
+	buf := s.tr.sendBuf(int(ti))
+	n, _ := iscsi.NewNOPOut(buf)
 	n.SetFinal(true)
 	n.SetImmediate(true)
 	n.SetITT(iscsi.ReservedITT)
@@ -127,11 +112,11 @@ func (s *Session) pong(ttt uint32) error {
 	n.SetLUN(0)
 	n.SetCmdSN(s.cmdSN)
 	n.SetExpStatSN(s.expStat)
-	return s.c.PostPDU(int(ti), iserconn.Overhead, 0)
+	return s.tr.postPDU(int(ti), iscsi.BHSLen)
 }
 
-// SendDone implements iserconn.Handler.
-func (s *Session) SendDone(slot int, _ iwarp.Status) {
+// sent is called by the transport when slot's send buffer is free again.
+func (s *Session) sent(slot int) {
 	s.mu.Lock()
 	t := &s.tasks[slot]
 	t.sent = true
@@ -141,12 +126,9 @@ func (s *Session) SendDone(slot int, _ iwarp.Status) {
 	s.mu.Unlock()
 }
 
-// Completed implements iserconn.Handler; the initiator posts no RDMA
-// operations of its own.
-func (s *Session) Completed(uint64, *iwarp.WC) {}
-
-// Idle implements iserconn.Handler: the NOP-Out keepalive.
-func (s *Session) Idle() error {
+// idle is called by the transport's loop when woken or on its ticker: the
+// NOP-Out keepalive.
+func (s *Session) idle() error {
 	if s.cfg.NopInterval < 0 || !s.ffp.Load() {
 		return nil
 	}
@@ -180,12 +162,11 @@ func (s *Session) request(ctx context.Context, op iscsi.Opcode, immediate bool, 
 	if err != nil {
 		return nil, nil, err
 	}
-	buf := s.c.SendBuf(int(ti))
-	iser.HeaderFields{}.Encode(buf)
-	b, _ := iscsi.Init(buf[iser.HeaderLen:iserconn.Overhead], op)
+	buf := s.tr.sendBuf(int(ti))
+	b, _ := iscsi.Init(buf[:iscsi.BHSLen], op)
 	b.SetFinal(true)
 	b.SetITT(s.itt(ti))
-	n, err := fill(b, buf[iserconn.Overhead:])
+	n, err := fill(b, buf[iscsi.BHSLen:])
 	if err == nil {
 		err = b.SetDataSegmentLength(uint32(n))
 	}
@@ -196,7 +177,7 @@ func (s *Session) request(ctx context.Context, op iscsi.Opcode, immediate bool, 
 		s.mu.Unlock()
 		return nil, nil, err
 	}
-	end := iserconn.Overhead + n
+	end := iscsi.BHSLen + n
 	for end%4 != 0 {
 		buf[end] = 0
 		end++
@@ -323,22 +304,17 @@ func (s *Session) Logout(ctx context.Context) error {
 	return nil
 }
 
-// login runs the login phase in Sends (RFC 7145 section 6: iSER-assisted
-// login, no Hello).
-func (s *Session) login(ctx context.Context, c *iserconn.Conn, ended <-chan struct{}) error {
+// login runs the login phase on the connection tr (for iSER, RFC 7145
+// section 6: iSER-assisted login in Sends, no Hello).
+func (s *Session) login(ctx context.Context, tr transport, ended <-chan struct{}) error {
 	cfg := &s.cfg
 	offer := login.Defaults()
-	offer.RDMAExtensions = true
+	tr.offer(&offer)
 	offer.InitialR2T = true
 	offer.ImmediateData = !cfg.NoImmediateData
 	offer.InitiatorRecvDataSegmentLength = loginData
 	offer.MaxBurstLength = 1 << 20
 	offer.FirstBurstLength = 64 << 10
-	// Write Base Offsets name the solicited data, as Linux's and
-	// libiscsi's initiators do without saying so and as Linux's target
-	// (which ignores the key) assumes; declaring it keeps an RFC 7145
-	// target that honours the key right too.
-	offer.TaggedBufferForSolicitedDataOnly = true
 	st := "Normal"
 	if cfg.TargetName == "" {
 		st = "Discovery"
@@ -357,13 +333,12 @@ func (s *Session) login(ctx context.Context, c *iserconn.Conn, ended <-chan stru
 	out := li.Start(nil)
 	var err error
 	for {
-		buf := c.SendBuf(int(slot))
-		iser.HeaderFields{}.Encode(buf)
-		if len(out) > len(buf)-iser.HeaderLen {
+		buf := tr.sendBuf(int(slot))
+		if len(out) > len(buf) {
 			return fmt.Errorf("initiator: Login Request of %d octets", len(out))
 		}
-		copy(buf[iser.HeaderLen:], out)
-		if err := c.PostPDU(int(slot), iser.HeaderLen+len(out), 0); err != nil {
+		copy(buf, out)
+		if err := tr.postPDU(int(slot), len(out)); err != nil {
 			return err
 		}
 		var resp []byte
@@ -373,7 +348,7 @@ func (s *Session) login(ctx context.Context, c *iserconn.Conn, ended <-chan stru
 			select {
 			case resp = <-s.loginCh: // the last answer came with the close
 			default:
-				return fmt.Errorf("initiator: connection lost during login: %w", s.errOr(c.QP.Err()))
+				return fmt.Errorf("initiator: connection lost during login: %w", s.errOr(tr.err()))
 			}
 		case <-ctx.Done():
 			return fmt.Errorf("initiator: login: %w", ctx.Err())

@@ -18,8 +18,6 @@ import (
 	"github.com/ddpstore/ddpstore/iwarp/mem"
 	"github.com/ddpstore/ddpstore/transport/bufpool"
 	"github.com/ddpstore/ddpstore/transport/iscsi"
-	"github.com/ddpstore/ddpstore/transport/iser"
-	"github.com/ddpstore/ddpstore/transport/iserconn"
 	"github.com/ddpstore/ddpstore/transport/login"
 	log "github.com/sirupsen/logrus"
 )
@@ -110,7 +108,7 @@ type Session struct {
 	network string
 	addr    string
 	bufs    *mem.Mapping // the data buffers, registered in every connection
-	c       *iserconn.Conn
+	tr      transport    // the current connection
 	pool    *bufpool.Pool
 	base    uintptr // first octet of the buffer region
 	log     *log.Entry
@@ -185,7 +183,7 @@ func Dial(ctx context.Context, dev *iwarp.Device, network, addr string, cfg Conf
 			s.free = append(s.free, int32(i))
 		}
 	}
-	if s.c, err = s.connect(ctx); err != nil {
+	if s.tr, err = s.connect(ctx); err != nil {
 		s.bufs.Close()
 		return nil, err
 	}
@@ -194,38 +192,23 @@ func Dial(ctx context.Context, dev *iwarp.Device, network, addr string, cfg Conf
 	go s.supervise()
 	lctx, cancel := context.WithTimeout(ctx, cfg.LoginTimeout)
 	defer cancel()
-	if err := s.login(lctx, s.c, s.ended); err != nil {
+	if err := s.login(lctx, s.tr, s.ended); err != nil {
 		s.shutdown(err)
 		<-s.done
-		s.c.Close()
+		s.tr.close()
 		s.bufs.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
-// connect makes a connection: a QP with the buffer region registered in
-// its PD, connected to the target with iSER's private data.
-func (s *Session) connect(ctx context.Context) (*iserconn.Conn, error) {
-	n := len(s.tasks)
-	c, err := iserconn.New(s.dev, iserconn.Config{
-		RecvSlots: n, RecvData: loginData, SendSlots: n, SendData: loginData, SendWRs: n + extra,
-		ExtraMapping: s.bufs, ExtraAccess: mem.LocalWrite | mem.RemoteRead | mem.RemoteWrite,
-	})
+// connect makes a connection to the target, ready for login.
+func (s *Session) connect(ctx context.Context) (transport, error) {
+	t, err := s.connectISER(ctx)
 	if err != nil {
 		return nil, err
 	}
-	// The buffer region is registered once for the whole connection, so
-	// the target must not invalidate its STag: say so (RFC 7145 9.4).
-	var pd [iser.CMHeaderLen]byte
-	iser.CMFields{SendInvNotSupported: true}.Encode(pd[:])
-	cc := s.cfg.Conn
-	cc.PrivateData = append(append([]byte(nil), cc.PrivateData...), pd[:]...)
-	if _, err := c.QP.Connect(ctx, s.network, s.addr, cc); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("initiator: connecting to %s: %w", s.addr, err)
-	}
-	return c, nil
+	return t, nil
 }
 
 // Params returns the negotiated operational parameters.
@@ -305,9 +288,9 @@ func (s *Session) Close() error {
 	s.shutdown(ErrSessionClosed)
 	<-s.done
 	s.mu.Lock()
-	c := s.c
+	tr := s.tr
 	s.mu.Unlock()
-	err := c.Close()
+	err := tr.close()
 	if e := s.bufs.Close(); e != nil && err == nil {
 		err = e
 	}
@@ -321,15 +304,15 @@ func (s *Session) supervise() {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	s.mu.Lock()
-	c, ended := s.c, s.ended
+	tr, ended := s.tr, s.ended
 	s.mu.Unlock()
 	backoff := 50 * time.Millisecond
 	for {
-		err := c.Loop(context.Background(), s, s.wake, tick.C)
+		err := tr.run(s.wake, tick.C)
 		close(ended)
-		c.QP.Close()
+		tr.abort()
 		s.mu.Lock()
-		if errors.Is(err, iserconn.ErrStopped) || s.loggedOut {
+		if errors.Is(err, errStopped) || s.loggedOut {
 			err = ErrSessionClosed
 		}
 		s.mu.Unlock()
@@ -357,18 +340,18 @@ func (s *Session) supervise() {
 				s.log.Debugf("initiator: reconnecting: %v", cerr)
 				continue
 			}
-			old := c
+			old := tr
 			ended = make(chan struct{})
 			s.mu.Lock()
-			s.c, s.ended = nc, ended
+			s.tr, s.ended = nc, ended
 			s.mu.Unlock()
-			old.Close()
-			c = nc
+			old.close()
+			tr = nc
 			// Log in and reissue while the loop runs the new connection.
 			go func() {
 				if err := s.relogin(); err != nil {
 					s.log.Warnf("initiator: login after reconnecting: %v", err)
-					nc.QP.Close()
+					nc.abort()
 				}
 			}()
 			break
@@ -422,9 +405,9 @@ func (s *Session) relogin() error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.LoginTimeout)
 	defer cancel()
 	s.mu.Lock()
-	c, ended := s.c, s.ended
+	tr, ended := s.tr, s.ended
 	s.mu.Unlock()
-	if err := s.login(ctx, c, ended); err != nil {
+	if err := s.login(ctx, tr, ended); err != nil {
 		return err
 	}
 	s.mu.Lock()
