@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/ddpstore/ddpstore/blockdev"
@@ -79,7 +80,7 @@ func TestProvisioningReport(t *testing.T) {
 
 			tg.Execute(&task, l, inquiryVPD(0x00, 255), nil, in)
 			expect(t, &task, 0, 0)
-			if n := int(binary.BigEndian.Uint16(task.DataIn[2:])); task.DataIn[1] != 0 || !bytes.Equal(task.DataIn[4:4+n], []byte{0x00, 0x80, 0x83, 0xb0, 0xb2}) {
+			if n := int(binary.BigEndian.Uint16(task.DataIn[2:])); task.DataIn[1] != 0 || !bytes.Equal(task.DataIn[4:4+n], []byte{0x00, 0x80, 0x83, 0xb0, 0xb1, 0xb2}) {
 				t.Errorf("Supported VPD Pages: %x", task.DataIn)
 			}
 
@@ -237,7 +238,7 @@ func TestDeviceIdentification(t *testing.T) {
 		seen := map[string]uint16{}
 		for _, n := range []uint16{0, 1, 5, 9, 255} {
 			present := luns[n] != nil
-			for _, page := range []byte{0x00, 0x80, 0x83, 0xb0, 0xb2} {
+			for _, page := range []byte{0x00, 0x80, 0x83, 0xb0, 0xb1, 0xb2} {
 				var task Task
 				tg.Execute(&task, lun(t, n), inquiryVPD(page, 255), nil, make([]byte, 255))
 				if task.Status != api.SAM_STAT_GOOD || len(task.DataIn) < 4 || task.DataIn[1] != page {
@@ -288,18 +289,22 @@ func TestInquiry(t *testing.T) {
 		lun  uint16
 		cdb  []byte
 		in   int
-		n    int // octets of data-in, at most
+		n    int // octets of data-in
 		key  byte
 		asc  uint16
 	}{
 		{name: "0x83 cut to 4 octets", cdb: inquiryVPD(0x83, 4), in: 255, n: 4},
 		{name: "0xb0 into a short buffer", cdb: inquiryVPD(0xb0, 255), in: 10, n: 10},
-		{name: "0x83 allocation length 0", cdb: inquiryVPD(0x83, 0), in: 255, n: 255},
-		{name: "0x80 is gotgt's", cdb: inquiryVPD(0x80, 255), in: 255, n: 255},
+		{name: "0x83 allocation length 0", cdb: inquiryVPD(0x83, 0), in: 255, n: 0},
+		{name: "0x80", cdb: inquiryVPD(0x80, 255), in: 255, n: 40},
+		{name: "0xb1", cdb: inquiryVPD(0xb1, 255), in: 255, n: 64},
 		{name: "unsupported page", cdb: inquiryVPD(0x99, 255), in: 255, key: keyIllegalRequest, asc: ascInvalidFieldInCDB},
 		{name: "unsupported page, absent LUN", lun: 9, cdb: inquiryVPD(0x99, 255), in: 255, key: keyIllegalRequest, asc: ascInvalidFieldInCDB},
 		{name: "standard data", cdb: []byte{byte(api.INQUIRY), 0, 0, 0, 96, 0}, in: 96, n: 96},
 		{name: "standard data, absent LUN", lun: 9, cdb: []byte{byte(api.INQUIRY), 0, 0, 0, 96, 0}, in: 96, n: 96},
+		{name: "page code without EVPD", cdb: []byte{byte(api.INQUIRY), 0, 0x80, 0, 255, 0}, in: 255, key: keyIllegalRequest, asc: ascInvalidFieldInCDB},
+		{name: "CMDDT", cdb: []byte{byte(api.INQUIRY), 0x02, 0, 0, 255, 0}, in: 255, key: keyIllegalRequest, asc: ascInvalidFieldInCDB},
+		{name: "CMDDT with EVPD", cdb: []byte{byte(api.INQUIRY), 0x03, 0, 0, 255, 0}, in: 255, key: keyIllegalRequest, asc: ascInvalidFieldInCDB},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -307,9 +312,107 @@ func TestInquiry(t *testing.T) {
 			in := make([]byte, c.in)
 			tg.Execute(&task, lun(t, c.lun), c.cdb, nil, in)
 			expect(t, &task, c.key, c.asc)
-			if c.key == 0 && (len(task.DataIn) > c.n || len(task.DataIn) == 0) {
-				t.Fatalf("%d octets of data-in, want at most %d", len(task.DataIn), c.n)
+			if c.key == 0 && len(task.DataIn) != c.n {
+				t.Fatalf("%d octets of data-in, want %d", len(task.DataIn), c.n)
 			}
 		})
+	}
+}
+
+// TestInquiryLengths: the standard data and every VPD page the LU lists
+// carry their full length (ADDITIONAL LENGTH, PAGE LENGTH) whatever the
+// allocation length, and are cut to it (SPC-4 4.2.5.6), also into a
+// buffer longer than the allocation length.
+func TestInquiryLengths(t *testing.T) {
+	tg, _ := targetOfKinds(t, 1<<20, 0)
+	for _, n := range []uint16{0, 9} { // a LU, and no LU
+		var task Task
+		tg.Execute(&task, lun(t, n), inquiryVPD(0x00, 255), nil, make([]byte, 255))
+		expect(t, &task, 0, 0)
+		list := task.DataIn[4:]
+		if !slices.IsSorted(list) || len(list) != int(task.DataIn[3]) {
+			t.Fatalf("LUN %d: Supported VPD Pages %x", n, task.DataIn)
+		}
+		pages := []int{-1} // the standard data
+		for _, p := range list {
+			pages = append(pages, int(p))
+		}
+		for _, p := range pages {
+			cdb := func(alloc uint16) []byte {
+				if p < 0 {
+					return []byte{byte(api.INQUIRY), 0, 0, byte(alloc >> 8), byte(alloc), 0}
+				}
+				return inquiryVPD(byte(p), alloc)
+			}
+			length := func(d []byte) int { // the length the data says it has
+				if p < 0 {
+					return int(d[4]) + 5
+				}
+				return int(binary.BigEndian.Uint16(d[2:])) + 4
+			}
+			tg.Execute(&task, lun(t, n), cdb(1024), nil, make([]byte, 1024))
+			expect(t, &task, 0, 0)
+			full := slices.Clone(task.DataIn)
+			if len(full) < 5 || length(full) != len(full) {
+				t.Fatalf("LUN %d page %d: %d octets say they are %d: %x", n, p, len(full), length(full), full)
+			}
+			for _, alloc := range []uint16{0, 1, 3, 4, 5, 8, 36, 63, 64, 65, 95, 96, 255, 256, 511, 512} {
+				tg.Execute(&task, lun(t, n), cdb(alloc), nil, make([]byte, 600))
+				expect(t, &task, 0, 0)
+				if want := full[:min(int(alloc), len(full))]; !bytes.Equal(task.DataIn, want) {
+					t.Errorf("LUN %d page %d allocation length %d: %x, want %x", n, p, alloc, task.DataIn, want)
+				}
+			}
+		}
+	}
+}
+
+// TestStandardInquiry: the standard data claims SPC-4 and, in its version
+// descriptors, SBC-3, whose pages the LU serves; it is SPC-2 or later
+// data (RESPONSE DATA FORMAT 2, no AERC or TRMTSK) in ASCII.
+func TestStandardInquiry(t *testing.T) {
+	tg, _ := targetOfKinds(t, 1<<20, 0)
+	var task Task
+	tg.Execute(&task, lun(t, 0), []byte{byte(api.INQUIRY), 0, 0, 1, 4, 0}, nil, make([]byte, 260))
+	expect(t, &task, 0, 0)
+	d := task.DataIn
+	if len(d) != 96 || d[4] != 91 {
+		t.Fatalf("%d octets, ADDITIONAL LENGTH %d: %x", len(d), d[4], d)
+	}
+	if d[0] != 0 || d[2] != 0x06 || d[3]&0x0f != 2 || d[3]&0xc0 != 0 || d[3]&0x10 == 0 || d[7]&0x02 == 0 {
+		t.Errorf("peripheral %#x VERSION %#x flags %#x %#x", d[0], d[2], d[3], d[7])
+	}
+	if d[5]&0x30 != 0 {
+		t.Errorf("TPGS %d without REPORT TARGET PORT GROUPS", d[5]>>4&3)
+	}
+	for i, c := range d[8:36] {
+		if c < 0x20 || c > 0x7e {
+			t.Fatalf("octet %d of vendor, product and revision is %#x", 8+i, c)
+		}
+	}
+	claims := map[uint16]bool{}
+	for i := 58; i < 74; i += 2 {
+		claims[binary.BigEndian.Uint16(d[i:])] = true
+	}
+	for _, v := range []uint16{0x0460, 0x04c0, 0x0960} { // SPC-4, SBC-3, iSCSI
+		if !claims[v] {
+			t.Errorf("version descriptor %#04x missing: %x", v, d[58:74])
+		}
+	}
+}
+
+// TestBlockDeviceCharacteristics: VPD page 0xB1 (SBC-3 6.5.2) says the
+// medium does not rotate and reports no form factor.
+func TestBlockDeviceCharacteristics(t *testing.T) {
+	tg, _ := targetOfKinds(t, 1<<20, 0)
+	var task Task
+	tg.Execute(&task, lun(t, 0), inquiryVPD(0xb1, 255), nil, make([]byte, 255))
+	expect(t, &task, 0, 0)
+	d := task.DataIn
+	if len(d) != 64 || d[0] != 0 || d[1] != 0xb1 || binary.BigEndian.Uint16(d[2:]) != 0x3c {
+		t.Fatalf("page %x", d)
+	}
+	if rate, ff := binary.BigEndian.Uint16(d[4:]), d[7]&0x0f; rate != 1 || ff != 0 {
+		t.Errorf("MEDIUM ROTATION RATE %#04x NOMINAL FORM FACTOR %d, want 1 and 0", rate, ff)
 	}
 }

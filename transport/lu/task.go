@@ -65,7 +65,7 @@ func (t *Target) Execute(task *Task, lun iscsi.LUN, cdb, out, inBuf []byte) {
 	c.OpCode = cdb[0]
 	c.Target = &t.t
 	c.RelTargetPortID = 1
-	task.in = api.SCSIDataBuffer{Buffer: inBuf, Length: uint32(len(inBuf))}
+	task.in = api.SCSIDataBuffer{Buffer: inBuf, Length: uint32(len(inBuf)), Resid: residUnset}
 	c.InSDBBuffer = &task.in
 	if out != nil {
 		task.out = api.SCSIDataBuffer{Buffer: out, Length: uint32(len(out)), TransferLength: uint32(len(out))}
@@ -124,13 +124,19 @@ func (t *Target) Execute(task *Task, lun iscsi.LUN, cdb, out, inBuf []byte) {
 		task.StoreOffset = int64(c.Offset)
 		return
 	}
-	// gotgt sets Resid to the length of the data it produced for some
-	// commands only; otherwise the whole (zeroed) buffer is the data.
+	// Our command functions and some of gotgt's set Resid to the length
+	// of the data they produced (0 included: an ALLOCATION LENGTH of 0
+	// transfers nothing); for the others the whole (zeroed) buffer is
+	// the data.
 	task.DataIn = inBuf
-	if r := int(c.InSDBBuffer.Resid); r > 0 && r < len(inBuf) {
+	if r := c.InSDBBuffer.Resid; r != residUnset && int64(r) < int64(len(inBuf)) {
 		task.DataIn = inBuf[:r]
 	}
 }
+
+// residUnset is the Resid of a data-in buffer whose command did not say
+// how much data it produced.
+const residUnset = ^uint32(0)
 
 // perform runs the LU's function for the opcode (gotgt's or ours). A
 // memory fault in it, which is how an I/O error of a mapped store shows

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/ddpstore/ddpstore/transport/scsi"
 	"github.com/gostor/gotgt/pkg/api"
 	gscsi "github.com/gostor/gotgt/pkg/scsi"
 )
@@ -14,38 +15,112 @@ import (
 // name, from memory; Linux's LIO prints it the same way).
 const portalGroupTag = 1
 
-// inquiry answers INQUIRY (SPC-4 6.6). The standard data and the Unit
-// Serial Number page (0x80) are gotgt's; the vital product data pages
-// that describe what this package implements are built here from the LU:
-// Supported VPD Pages (0x00), Device Identification (0x83, gotgt's
-// dereferences the target port it looks up), Block Limits (0xB0) and
-// Logical Block Provisioning (0xB2). Thin provisioning in B0, B2 and
-// READ CAPACITY(16) all come from LU.Thin.
-func inquiry(host int, cmd *api.SCSICommand) api.SAMStat {
+// inquiry answers INQUIRY (SPC-4 6.6), all of it: the standard data and
+// every vital product data page listed in Supported VPD Pages (0x00): Unit
+// Serial Number (0x80), Device Identification (0x83, gotgt's dereferences
+// the target port it looks up), Block Limits (0xB0), Block Device
+// Characteristics (0xB1) and Logical Block Provisioning (0xB2). Thin
+// provisioning in B0, B2 and READ CAPACITY(16) all come from LU.Thin.
+//
+// Each answer is built whole, its PAGE LENGTH (or the standard data's
+// ADDITIONAL LENGTH) saying its full length, and then cut to the
+// ALLOCATION LENGTH (SPC-4 4.2.5.6: the device server transfers the
+// lesser of the allocation length and the data available, and does not
+// adjust any field for the truncation; the application client compares
+// the length field with what it asked for).
+//
+// The CDB is checked as SPC-4 6.6.1 says: a PAGE CODE other than 0 without
+// EVPD, and the obsolete CMDDT bit, are INVALID FIELD IN CDB, as is a page
+// not in the list.
+func inquiry(_ int, cmd *api.SCSICommand) api.SAMStat {
 	scb := cmd.SCB
-	if scb[1]&0x01 == 0 || cmd.Device == nil { // standard data
-		return gscsi.SPCInquiry(host, cmd)
+	evpd, cmddt := scb[1]&0x01 != 0, scb[1]&0x02 != 0
+	if cmd.Device == nil || cmddt || !evpd && scb[2] != 0 {
+		return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInCDB)
 	}
 	var buf [512]byte
 	var page []byte
 	l := luOf(cmd)
-	switch scb[2] {
-	case 0x00:
-		page = append(vpdHeader(buf[:0], cmd), 0x00, 0x80, 0x83, 0xb0, 0xb2)
-	case 0x83:
-		page = deviceIdentification(vpdHeader(buf[:0], cmd), cmd, l)
-	case 0xb0:
-		page = blockLimits(vpdHeader(buf[:0], cmd), l)
-	case 0xb2:
-		page = provisioning(vpdHeader(buf[:0], cmd), l)
-	default:
-		return gscsi.SPCInquiry(host, cmd)
+	if !evpd {
+		page = standardInquiry(buf[:0], cmd)
+	} else {
+		switch scb[2] {
+		case 0x00:
+			page = append(vpdHeader(buf[:0], cmd), vpdPages...)
+		case 0x80:
+			page = unitSerialNumber(vpdHeader(buf[:0], cmd), cmd)
+		case 0x83:
+			page = deviceIdentification(vpdHeader(buf[:0], cmd), cmd, l)
+		case 0xb0:
+			page = blockLimits(vpdHeader(buf[:0], cmd), l)
+		case 0xb1:
+			page = blockDeviceCharacteristics(vpdHeader(buf[:0], cmd))
+		case 0xb2:
+			page = provisioning(vpdHeader(buf[:0], cmd), l)
+		default:
+			return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInCDB)
+		}
+		binary.BigEndian.PutUint16(page[2:], uint16(len(page)-4))
 	}
-	binary.BigEndian.PutUint16(page[2:], uint16(len(page)-4))
 	alloc := int(binary.BigEndian.Uint16(scb[3:]))
 	in := cmd.InSDBBuffer.Buffer
 	cmd.InSDBBuffer.Resid = uint32(copy(in[:min(alloc, len(in))], page))
 	return api.SAMStatGood
+}
+
+// vpdPages are the VPD pages inquiry serves, in ascending order (SPC-4
+// 7.8.13, Supported VPD Pages).
+var vpdPages = []byte{0x00, 0x80, 0x83, 0xb0, 0xb1, 0xb2}
+
+// versionDescriptors are the standards the standard INQUIRY data claims
+// (SPC-4 6.6.2, table "Version descriptor values", each "no version
+// claimed"): SAM-5, SPC-4, SBC-3 (the Block Limits page of 0x3C octets,
+// Logical Block Provisioning and GET LBA STATUS are SBC-3's) and iSCSI.
+var versionDescriptors = [...]uint16{0x00a0, 0x0460, 0x04c0, 0x0960}
+
+// standardInquiry appends the standard INQUIRY data (SPC-4 6.6.2), 96
+// octets through the reserved octets 74 to 95, so ADDITIONAL LENGTH is 91
+// (it counts the octets after octet 4: n-4 for data of octets 0 to n).
+// VERSION is 06h, SPC-4, which the VPD pages and version descriptors
+// imply; RESPONSE DATA FORMAT 2 with HISUP (LUNs are SAM hierarchical);
+// CMDQUE, since the target queues commands. TPGS is 00b: REPORT TARGET
+// PORT GROUPS is not served, and SPC-4 6.6.2 requires it of any other
+// value (gotgt claimed implicit ALUA). Vendor, product and revision are
+// gotgt's, as before, in ASCII padded with spaces (SPC-4 4.4.1).
+func standardInquiry(b []byte, cmd *api.SCSICommand) []byte {
+	const (
+		spc4    = 0x06
+		hisup   = 0x10
+		format2 = 0x02
+		cmdque  = 0x02
+	)
+	hdr := vpdHeader(b, cmd)[:1] // peripheral qualifier and device type
+	b = append(hdr, 0, spc4, hisup|format2, 91, 0, 0, cmdque)
+	b = appendASCII(b, cmd.Device.Attrs.VendorID, 8)
+	b = appendASCII(b, cmd.Device.Attrs.ProductID, 16)
+	b = appendASCII(b, cmd.Device.Attrs.ProductRev, 4)
+	b = append(b, make([]byte, 20+2)...) // vendor specific; octets 56, 57
+	for _, v := range versionDescriptors {
+		b = binary.BigEndian.AppendUint16(b, v)
+	}
+	return append(b, make([]byte, 96-len(b))...)
+}
+
+// appendASCII appends s in a field of n octets, cut or padded with spaces.
+func appendASCII(b []byte, s string, n int) []byte {
+	b = append(b, s[:min(len(s), n)]...)
+	for range n - min(len(s), n) {
+		b = append(b, ' ')
+	}
+	return b
+}
+
+// unitSerialNumber appends the Unit Serial Number page (SPC-4 7.8.15):
+// the PRODUCT SERIAL NUMBER gotgt has always given, "gotgt-" and the LU's
+// id, padded with spaces to 36 octets, kept as it was so that hosts that
+// name disks by it see the same names.
+func unitSerialNumber(b []byte, cmd *api.SCSICommand) []byte {
+	return appendASCII(b, fmt.Sprintf("gotgt-%d", cmd.Device.UUID), 36)
 }
 
 // vpdHeader appends the four octets that start every VPD page: peripheral
@@ -124,6 +199,18 @@ func blockLimits(b []byte, l *LU) []byte {
 		binary.BigEndian.PutUint32(p[28:], 0x80000000)           // UGAVALID, alignment 0
 	}
 	binary.BigEndian.PutUint64(p[32:], maxWriteSame)
+	return b
+}
+
+// blockDeviceCharacteristics appends the Block Device Characteristics
+// page (SBC-3 6.5.2), of PAGE LENGTH 003Ch: MEDIUM ROTATION RATE 0001h,
+// a non-rotating medium (memory, or a file whose blocks the page cache
+// serves), and NOMINAL FORM FACTOR 0, not reported; the rest is reserved
+// or, in SBC-4, zero for "not reported".
+func blockDeviceCharacteristics(b []byte) []byte {
+	b = append(b, make([]byte, 60)...)
+	p := b[len(b)-60:] // p[i] is octet 4+i of the page
+	p[1] = 0x01        // octets 4 and 5: MEDIUM ROTATION RATE
 	return b
 }
 
