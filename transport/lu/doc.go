@@ -9,7 +9,7 @@
 // its data arrived in. The commands gotgt gets wrong or lacks are ours too:
 // WRITE AND VERIFY, WRITE SAME(10/16) (with UNMAP and NDOB), UNMAP,
 // SYNCHRONIZE CACHE(10/16) over its range, COMPARE AND WRITE, READ
-// CAPACITY(16), and INQUIRY: the standard data (SPC-4, SBC-3) and the
+// CAPACITY(16), GET LBA STATUS, and INQUIRY: the standard data (SPC-4, SBC-3) and the
 // pages 0x00, 0x80, 0x83, 0xB0, 0xB1 and 0xB2, each with its full length
 // in its length field and cut to the allocation length.
 // Thin provisioning is reported and honoured from one source, LU.Thin (the

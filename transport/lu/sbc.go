@@ -6,7 +6,6 @@ import (
 
 	"github.com/ddpstore/ddpstore/transport/scsi"
 	"github.com/gostor/gotgt/pkg/api"
-	gscsi "github.com/gostor/gotgt/pkg/scsi"
 	log "github.com/sirupsen/logrus"
 )
 
@@ -287,17 +286,49 @@ func allZero(b []byte) bool {
 	return true
 }
 
-// serviceActionIn dispatches SERVICE ACTION IN(16): READ CAPACITY(16) is
-// ours, GET LBA STATUS gotgt's; gotgt answers GOOD to any other service
+// serviceActionIn dispatches SERVICE ACTION IN(16): READ CAPACITY(16) and
+// GET LBA STATUS are ours; gotgt answers GOOD to any other service
 // action, we INVALID FIELD IN CDB, as for any unsupported field value.
-func serviceActionIn(host int, cmd *api.SCSICommand) api.SAMStat {
+func serviceActionIn(_ int, cmd *api.SCSICommand) api.SAMStat {
 	switch cmd.SCB[1] & 0x1f {
 	case scsi.ReadCapacity16:
 		return readCapacity16(cmd)
 	case scsi.GetLBAStatus:
-		return gscsi.SBCServiceAction(host, cmd)
+		return getLBAStatus(cmd)
 	}
 	return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInCDB)
+}
+
+// getLBAStatus implements GET LBA STATUS (SBC-3, the command of logical
+// block provisioning; gotgt answers GOOD with no data whatever the LBA). A
+// STARTING LOGICAL BLOCK ADDRESS past the last LBA is CHECK CONDITION,
+// ILLEGAL REQUEST, LOGICAL BLOCK ADDRESS OUT OF RANGE. Otherwise the
+// parameter data is one LBA status descriptor that starts at that LBA
+// (SBC-3: the first descriptor contains the starting LBA; starting at it
+// satisfies SBC-3 and what libiscsi checks) and runs to the end of the LU,
+// or as far as its 32-bit NUMBER OF LOGICAL BLOCKS reaches, with
+// PROVISIONING STATUS 0h, "mapped or unknown": a Store does not say
+// which of its blocks are allocated, so none is reported deallocated.
+// That is true of a LU that is not thin and allowed for a thin one.
+func getLBAStatus(cmd *api.SCSICommand) api.SAMStat {
+	l := luOf(cmd)
+	if l == nil {
+		return checkCondition(cmd, scsi.SenseHardwareError, scsi.ASCInternalTargetFailure)
+	}
+	scb := cmd.SCB
+	lba := binary.BigEndian.Uint64(scb[2:])
+	if lba >= l.blocks() {
+		return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCLBAOutOfRange)
+	}
+	var d [8 + 16]byte
+	binary.BigEndian.PutUint32(d[0:], uint32(len(d)-4)) // PARAMETER DATA LENGTH
+	binary.BigEndian.PutUint64(d[8:], lba)
+	binary.BigEndian.PutUint32(d[16:], uint32(min(l.blocks()-lba, 0xffffffff)))
+	// d[20]: PROVISIONING STATUS 0h
+	alloc := int(binary.BigEndian.Uint32(scb[10:]))
+	in := cmd.InSDBBuffer.Buffer
+	cmd.InSDBBuffer.Resid = uint32(copy(in[:min(alloc, len(in))], d[:]))
+	return api.SAMStatGood
 }
 
 // readCapacity16 implements READ CAPACITY(16) (SBC-3 5.16): the last LBA,

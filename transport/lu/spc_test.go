@@ -416,3 +416,45 @@ func TestBlockDeviceCharacteristics(t *testing.T) {
 		t.Errorf("MEDIUM ROTATION RATE %#04x NOMINAL FORM FACTOR %d, want 1 and 0", rate, ff)
 	}
 }
+
+func getLBAStatusCDB(lba uint64, alloc uint32) []byte {
+	c := make([]byte, 16)
+	c[0], c[1] = byte(api.SERVICE_ACTION_IN), byte(api.SAI_GET_LBA_STATUS)
+	binary.BigEndian.PutUint64(c[2:], lba)
+	binary.BigEndian.PutUint32(c[10:], alloc)
+	return c
+}
+
+// TestGetLBAStatus: GET LBA STATUS (SBC-3) refuses a starting LBA past the
+// last one and otherwise answers one descriptor that starts at the
+// starting LBA and runs to the end of the LU (gotgt answers GOOD with no
+// data for any LBA).
+func TestGetLBAStatus(t *testing.T) {
+	tg, _ := targetOfKinds(t, lbas*512, 0)
+	for _, k := range []storeKind{thinLU, fullLU, readOnlyLU} {
+		for _, lba := range []uint64{0, 1, 7, 256, lbas - 256, lbas - 1} {
+			var task Task
+			tg.Execute(&task, lun(t, uint16(k)), getLBAStatusCDB(lba, 24), nil, make([]byte, 64))
+			expect(t, &task, 0, 0)
+			d := task.DataIn
+			if len(d) != 24 || binary.BigEndian.Uint32(d) != 20 {
+				t.Fatalf("LUN %d LBA %d: %x", k, lba, d)
+			}
+			if start, n, status := binary.BigEndian.Uint64(d[8:]), binary.BigEndian.Uint32(d[16:]), d[20]&0x0f; start != lba || uint64(n) != lbas-lba || status != 0 {
+				t.Errorf("LUN %d LBA %d: descriptor of LBA %d, %d blocks, status %d", k, lba, start, n, status)
+			}
+		}
+	}
+	var task Task
+	for _, lba := range []uint64{lbas, lbas + 1, 1 << 63, 1<<64 - 1} {
+		tg.Execute(&task, lun(t, 0), getLBAStatusCDB(lba, 24), nil, make([]byte, 64))
+		expect(t, &task, keyIllegalRequest, ascLBAOutOfRange)
+	}
+	for _, alloc := range []uint32{0, 4, 8, 16, 23} {
+		tg.Execute(&task, lun(t, 0), getLBAStatusCDB(5, alloc), nil, make([]byte, 64))
+		expect(t, &task, 0, 0)
+		if len(task.DataIn) != int(alloc) || alloc >= 4 && binary.BigEndian.Uint32(task.DataIn) != 20 {
+			t.Errorf("allocation length %d: %x", alloc, task.DataIn)
+		}
+	}
+}
