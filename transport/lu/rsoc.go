@@ -14,8 +14,9 @@ import (
 // CHECK CONDITION for every query about one command, logging an error on
 // the way. Linux's sd asks about one command (INQUIRY, then WRITE SAME) at
 // every scan, so each Linux login put an error in the log
-// (docs/interop.md). The one-command reports come from here now; the
-// report of all commands stays gotgt's.
+// (docs/interop.md). All of it is answered here now: gotgt's report of all
+// commands lists 9 of them, ignores the allocation length and, with RCTD,
+// writes the timeouts descriptor's length over the report's header.
 func maintenanceIn(host int, cmd *api.SCSICommand) api.SAMStat {
 	if cmd.SCB[1]&0x1f != scsi.ReportSupportedOperationCodes {
 		return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInCDB)
@@ -34,12 +35,18 @@ var serviceActions = map[byte]map[uint16]bool{
 	scsi.VariableLength:       {},
 }
 
-// reportSupportedOperationCodes implements REPORTING OPTIONS 001b (one
-// command without service action) and 010b (one command with service
-// action) of REPORT SUPPORTED OPERATION CODES. The CDB USAGE DATA of a
-// supported command marks every bit after the opcode as used, which
-// over-states the flexibility of some fields but never hides one.
-func reportSupportedOperationCodes(host int, cmd *api.SCSICommand) api.SAMStat {
+// reportSupportedOperationCodes implements REPORTING OPTIONS 000b (all
+// commands), 001b (one command without service action) and 010b (one
+// command with service action) of REPORT SUPPORTED OPERATION CODES (SPC-4
+// 6.35). The CDB USAGE DATA of a supported command marks every bit after
+// the opcode as used, which over-states the flexibility of some fields but
+// never hides one. With RCTD (return command timeouts descriptor) every
+// command descriptor, and the one_command parameter data,
+// has CTDP set and carries a command timeouts descriptor (SPC-4 6.35.4) of
+// DESCRIPTOR LENGTH 000Ah whose NOMINAL COMMAND PROCESSING TIMEOUT and
+// RECOMMENDED COMMAND TIMEOUT are 0, "not specified": no command here has
+// a time it keeps to.
+func reportSupportedOperationCodes(_ int, cmd *api.SCSICommand) api.SAMStat {
 	scb := cmd.SCB
 	if len(scb) < 12 {
 		return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInCDB)
@@ -48,8 +55,14 @@ func reportSupportedOperationCodes(host int, cmd *api.SCSICommand) api.SAMStat {
 	op, sa := scb[3], binary.BigEndian.Uint16(scb[4:])
 	alloc := int(binary.BigEndian.Uint32(scb[6:]))
 	l := luOf(cmd)
-	if options == 0 || l == nil {
-		return gscsi.SPCReportSupportedOperationCodes(host, cmd)
+	if l == nil {
+		return checkCondition(cmd, scsi.SenseHardwareError, scsi.ASCInternalTargetFailure)
+	}
+	if options == 0 {
+		d := reportAllCommands(l, rctd)
+		in := cmd.InSDBBuffer.Buffer
+		cmd.InSDBBuffer.Resid = uint32(copy(in[:min(alloc, len(in))], d))
+		return api.SAMStatGood
 	}
 	sas, hasSA := serviceActions[op]
 	var supported bool
@@ -82,12 +95,56 @@ func reportSupportedOperationCodes(host int, cmd *api.SCSICommand) api.SAMStat {
 	binary.BigEndian.PutUint16(d[2:], uint16(n))
 	if rctd {
 		d[1] |= 0x80 // CTDP: a command timeouts descriptor follows
-		d = append(d, 0x00, 0x0a)
-		d = append(d, make([]byte, 10)...) // no timeouts known
+		d = appendTimeouts(d)
 	}
 	in := cmd.InSDBBuffer.Buffer
 	cmd.InSDBBuffer.Resid = uint32(copy(in[:min(alloc, len(in))], d))
 	return api.SAMStatGood
+}
+
+// reportAllCommands returns the all_commands parameter data (SPC-4
+// 6.35.2): a command descriptor for each command the LU implements, by
+// opcode and then service action, SERVACTV set for the commands that have
+// service actions, each followed by a command timeouts descriptor with
+// CTDP set when rctd.
+func reportAllCommands(l *LU, rctd bool) []byte {
+	d := make([]byte, 4, 4+256*20)
+	add := func(op byte, sa uint16, servactv bool) {
+		flags := byte(0)
+		if servactv {
+			flags |= 0x01 // SERVACTV
+		}
+		if rctd {
+			flags |= 0x02 // CTDP
+		}
+		d = append(d, op, 0, byte(sa>>8), byte(sa), 0, flags, 0, byte(cdbSize(op)))
+		if rctd {
+			d = appendTimeouts(d)
+		}
+	}
+	for op := range 256 {
+		if sas, hasSA := serviceActions[byte(op)]; hasSA {
+			for sa := range uint16(32) { // a 5-bit SERVICE ACTION field
+				if sas[sa] {
+					add(byte(op), sa, true)
+				}
+			}
+			continue
+		}
+		if implemented(l.ops[op].CommandPerformFunc) {
+			add(byte(op), 0, false)
+		}
+	}
+	binary.BigEndian.PutUint32(d, uint32(len(d)-4)) // COMMAND DATA LENGTH
+	return d
+}
+
+// appendTimeouts appends a command timeouts descriptor (SPC-4 6.35.4) that
+// specifies no timeouts.
+func appendTimeouts(d []byte) []byte {
+	return append(d, 0x00, 0x0a, 0, 0, // DESCRIPTOR LENGTH, reserved, COMMAND SPECIFIC
+		0, 0, 0, 0, // NOMINAL COMMAND PROCESSING TIMEOUT
+		0, 0, 0, 0) // RECOMMENDED COMMAND TIMEOUT
 }
 
 // implemented reports whether fn is a command's function rather than

@@ -87,3 +87,84 @@ func TestReportSupportedOperationCodesOne(t *testing.T) {
 		expect(t, &task, gscsi.ILLEGAL_REQUEST, uint16(gscsi.ASC_INVALID_FIELD_IN_CDB))
 	}
 }
+
+// TestReportSupportedOperationCodesAll: the report of all commands (SPC-4
+// 6.35.2) lists every command the LU serves, each descriptor with a
+// timeouts descriptor exactly when RCTD asks for one (gotgt's listed 9
+// commands and wrote the timeouts descriptor's length into the header),
+// SERVACTV exactly for commands with service actions, and agrees with the
+// one-command reports.
+func TestReportSupportedOperationCodesAll(t *testing.T) {
+	tg := targetOf(t, newStores(t, 1<<20, 0)[thinLU])
+	l := lun(t, 0)
+	for _, rctd := range []bool{false, true} {
+		cdb := rsocCDB(0, 0, 0, 65535)
+		size := 8
+		if rctd {
+			cdb[2] |= 0x80
+			size = 20
+		}
+		var task Task
+		tg.Execute(&task, l, cdb, nil, make([]byte, 65535))
+		expect(t, &task, 0, 0)
+		d := task.DataIn
+		if len(d) < 4 || int(binary.BigEndian.Uint32(d))+4 != len(d) || (len(d)-4)%size != 0 {
+			t.Fatalf("RCTD %v: %d octets, COMMAND DATA LENGTH %d", rctd, len(d), binary.BigEndian.Uint32(d))
+		}
+		seen := map[[2]int]bool{}
+		prev := -1
+		for i := 4; i < len(d); i += size {
+			c := d[i : i+size]
+			op, sa, servactv, ctdp := c[0], binary.BigEndian.Uint16(c[2:]), c[5]&0x01 != 0, c[5]&0x02 != 0
+			if ctdp != rctd || rctd && binary.BigEndian.Uint16(c[8:]) != 0x0a {
+				t.Errorf("RCTD %v: opcode %#x: CTDP %v, timeouts descriptor %x", rctd, op, ctdp, c[8:])
+			}
+			if !servactv && sa != 0 {
+				t.Errorf("opcode %#x: SERVICE ACTION %#x without SERVACTV", op, sa)
+			}
+			if key := int(op)<<16 | int(sa); key <= prev {
+				t.Errorf("opcode %#x service action %#x out of order", op, sa)
+			} else {
+				prev = key
+			}
+			seen[[2]int{int(op), int(sa)}] = true
+			if n := int(binary.BigEndian.Uint16(c[6:])); n != cdbSize(op) {
+				t.Errorf("opcode %#x: CDB LENGTH %d", op, n)
+			}
+			// The one-command report agrees.
+			opts := byte(1)
+			if servactv {
+				opts = 2
+			}
+			tg.Execute(&task, l, rsocCDB(opts, op, sa, 64), nil, make([]byte, 64))
+			expect(t, &task, 0, 0)
+			if task.DataIn[1]&0x07 != 3 {
+				t.Errorf("opcode %#x service action %#x listed but its one-command report says SUPPORT %03b", op, sa, task.DataIn[1]&0x07)
+			}
+		}
+		for _, want := range [][2]int{
+			{int(api.TEST_UNIT_READY), 0}, {int(api.INQUIRY), 0}, {int(api.READ_10), 0}, {int(api.WRITE_16), 0},
+			{int(api.COMPARE_AND_WRITE), 0}, {int(api.WRITE_SAME_16), 0}, {int(api.UNMAP), 0}, {int(api.SYNCHRONIZE_CACHE_16), 0},
+			{int(api.SERVICE_ACTION_IN), int(api.SAI_READ_CAPACITY_16)}, {int(api.SERVICE_ACTION_IN), int(api.SAI_GET_LBA_STATUS)},
+			{int(api.MAINT_PROTOCOL_IN), 0x0c},
+		} {
+			if !seen[want] {
+				t.Errorf("RCTD %v: opcode %#x service action %#x not listed", rctd, want[0], want[1])
+			}
+		}
+		for _, absent := range []int{int(api.PERSISTENT_RESERVE_IN), int(api.PERSISTENT_RESERVE_OUT), int(api.ORWRITE_16), 0x02} {
+			if seen[[2]int{absent, 0}] {
+				t.Errorf("opcode %#x listed", absent)
+			}
+		}
+
+		// The allocation length cuts the data; COMMAND DATA LENGTH stays.
+		full := binary.BigEndian.Uint32(d)
+		binary.BigEndian.PutUint32(cdb[6:], 30)
+		tg.Execute(&task, l, cdb, nil, make([]byte, 1024))
+		expect(t, &task, 0, 0)
+		if len(task.DataIn) != 30 || binary.BigEndian.Uint32(task.DataIn) != full {
+			t.Errorf("allocation length 30: %x", task.DataIn)
+		}
+	}
+}
