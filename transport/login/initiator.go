@@ -27,12 +27,20 @@ type InitiatorConfig struct {
 	CHAP *CHAP
 	// Offer is what this initiator proposes: see Params.
 	Offer Params
+	// Traditional says the connection is traditional iSCSI over TCP (RFC
+	// 7143), not iSER. The initiator then does not propose RDMAExtensions
+	// (and answers No if the target proposes it, RFC 7145 section 6.3),
+	// proposes no iSER key, declares MaxRecvDataSegmentLength and proposes
+	// HeaderDigest and DataDigest from the Offer (section 13.1). false:
+	// iSER, a Normal session must negotiate RDMAExtensions=Yes (RFC 7145
+	// section 5.1).
+	Traditional bool
 	// ISID is the 48-bit Initiator Session ID (section 11.12.5).
 	ISID uint64
 	// TSIH is 0 for a new session (the leading login), or the TSIH of the
 	// session this connection joins (section 11.12.6); then no leading-only
-	// key is negotiated and iSER-assisted mode is implied (RFC 7145
-	// section 5.1).
+	// key is negotiated and, unless Traditional, iSER-assisted mode is
+	// implied (RFC 7145 section 5.1).
 	TSIH uint16
 	// CmdSN is carried by every Login Request; the first non-immediate
 	// command of the Full Feature Phase carries it too (section 11.12.8).
@@ -131,7 +139,7 @@ func NewInitiator(cfg *InitiatorConfig) *Initiator {
 	}
 	i.discovery = cfg.SessionType == SessionDiscovery
 	i.expStatSN = cfg.ExpStatSN
-	i.neg = newNegotiator(roleInitiator, cfg.Offer, i.discovery, cfg.TSIH == 0)
+	i.neg = newNegotiator(roleInitiator, cfg.Offer, i.discovery, cfg.TSIH == 0, cfg.Traditional)
 	return i
 }
 
@@ -195,13 +203,24 @@ func (i *Initiator) names() []pair {
 }
 
 // proposals are the initiator's operational keys, all sent in its first
-// LoginOperationalNegotiation request: RDMAExtensions=Yes first (RFC 7145
-// section 6.3 requires it there), the digests None (iSER has none, RFC 7145
-// section 6.1), then the Offer.
+// LoginOperationalNegotiation request: on an iSER connection
+// RDMAExtensions=Yes first (RFC 7145 section 6.3 requires it there), the
+// digests None (iSER has none, RFC 7145 section 6.1), then the Offer; on a
+// Traditional connection the digests of the Offer, the Offer and
+// MaxRecvDataSegmentLength (section 13.12).
 func (i *Initiator) proposals() []pair {
 	n := i.neg
 	if i.discovery {
 		return n.propose(kHeaderDigest, kDataDigest, kMaxRecvDataSegmentLength)
+	}
+	if n.traditional {
+		if !n.leading {
+			return n.propose(kHeaderDigest, kDataDigest, kMaxRecvDataSegmentLength)
+		}
+		return n.propose(kHeaderDigest, kDataDigest, kInitialR2T, kImmediateData,
+			kMaxBurstLength, kFirstBurstLength, kMaxConnections, kMaxOutstandingR2T,
+			kDefaultTime2Wait, kDefaultTime2Retain, kDataPDUInOrder, kDataSequenceInOrder,
+			kErrorRecoveryLevel, kMaxRecvDataSegmentLength)
 	}
 	if !n.leading {
 		return n.propose(kHeaderDigest, kDataDigest, kTargetRecvDataSegmentLength, kInitiatorRecvDataSegmentLength)
@@ -482,7 +501,7 @@ func (i *Initiator) finish(lr iscsi.LoginResp) error {
 	if e := i.neg.finish(); e != nil {
 		return protoErr("%s", e.reason)
 	}
-	if !i.discovery && !i.neg.res.RDMAExtensions {
+	if !i.discovery && !i.cfg.Traditional && !i.neg.res.RDMAExtensions {
 		return protoErr("the login ended without RDMAExtensions=Yes (RFC 7145 section 5.1)")
 	}
 	tsih := lr.TSIH()

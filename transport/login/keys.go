@@ -17,6 +17,7 @@ const (
 	valNotUnderstood = "NotUnderstood"
 	valYes           = "Yes"
 	valNo            = "No"
+	valCRC32C        = "CRC32C" // the digest of section 13.1
 )
 
 // keyKind is how a key is negotiated (section 6.2) or who handles it.
@@ -65,7 +66,7 @@ type keyDef struct {
 	flags    keyFlags
 	min, max uint64
 	num      func(*Params) *uint32 // the Params field of a numerical key, if any
-	flag     func(*Params) *bool   // the Params field of a Boolean key, if any
+	flag     func(*Params) *bool   // the Params field of a Boolean key, or of a digest (true: CRC32C)
 	def      uint64                // default of a numerical key without a Params field
 }
 
@@ -135,8 +136,8 @@ var keyTable = [numKeys]keyDef{
 	kCHAPN:                {name: "CHAP_N", kind: kindAuth, flags: both | securityOnly},
 	kCHAPR:                {name: "CHAP_R", kind: kindAuth, flags: both | securityOnly},
 
-	kHeaderDigest:   {name: "HeaderDigest", kind: kindList, flags: both | irrWithRDMA},
-	kDataDigest:     {name: "DataDigest", kind: kindList, flags: both | irrWithRDMA},
+	kHeaderDigest:   {name: "HeaderDigest", kind: kindList, flags: both | irrWithRDMA, flag: func(p *Params) *bool { return &p.HeaderDigest }},
+	kDataDigest:     {name: "DataDigest", kind: kindList, flags: both | irrWithRDMA, flag: func(p *Params) *bool { return &p.DataDigest }},
 	kRDMAExtensions: {name: "RDMAExtensions", kind: kindAnd, flags: both | leadingOnly | irrDiscovery | later | boolean, flag: func(p *Params) *bool { return &p.RDMAExtensions }},
 	kInitialR2T:     {name: "InitialR2T", kind: kindOr, flags: both | leadingOnly | irrDiscovery | boolean, flag: func(p *Params) *bool { return &p.InitialR2T }},
 	kImmediateData:  {name: "ImmediateData", kind: kindAnd, flags: both | leadingOnly | irrDiscovery | boolean, flag: func(p *Params) *bool { return &p.ImmediateData }},

@@ -36,7 +36,7 @@ type rdmaState uint8
 const (
 	rdmaUnknown rdmaState = iota // not yet negotiated (a Normal session will require Yes)
 	rdmaYes
-	rdmaNo // Discovery session: RDMAExtensions is irrelevant
+	rdmaNo // Discovery session (RDMAExtensions is irrelevant) or a Traditional connection
 )
 
 // keyState follows one key through a login (section 6.2).
@@ -71,24 +71,29 @@ type item struct {
 // operational keys of section 13 and RFC 7145 section 6, in either role.
 // It starts from the defaults, proposes the Offer, accepts the peer's
 // proposals and checks the peer's answers against the result functions.
+// On a traditional connection (iSCSI over TCP) RDMAExtensions is never
+// Yes: the initiator does not propose it, the target answers No (RFC 7145
+// section 6.3), and the keys of traditional mode (digests,
+// MaxRecvDataSegmentLength) are negotiated instead of the iSER ones.
 type negotiator struct {
-	role      role
-	offer     Params
-	res       Params
-	discovery bool
-	leading   bool
-	rdma      rdmaState
-	st        [numKeys]keyState
-	unknown   map[string]bool // the keys the peer sent that this node does not know
+	role        role
+	offer       Params
+	res         Params
+	discovery   bool
+	leading     bool
+	traditional bool
+	rdma        rdmaState
+	st          [numKeys]keyState
+	unknown     map[string]bool // the keys the peer sent that this node does not know
 }
 
-func newNegotiator(r role, offer Params, discovery, leading bool) *negotiator {
-	n := &negotiator{role: r, offer: offer, discovery: discovery, leading: leading}
+func newNegotiator(r role, offer Params, discovery, leading, traditional bool) *negotiator {
+	n := &negotiator{role: r, offer: offer, discovery: discovery, leading: leading, traditional: traditional}
 	n.res = Defaults()
 	n.res.MaxRecvDataSegmentLength = offer.MaxRecvDataSegmentLength
 	n.res.MaxOutstandingUnexpectedPDUs = offer.MaxOutstandingUnexpectedPDUs
 	switch {
-	case discovery:
+	case discovery, traditional:
 		n.rdma = rdmaNo
 	case !leading:
 		// RFC 7145 section 5.1: connections after the leading one enable
@@ -100,9 +105,18 @@ func newNegotiator(r role, offer Params, discovery, leading bool) *negotiator {
 }
 
 // iser reports whether iSER-assisted mode is, or is going to be, in force:
-// a Normal session must negotiate it, so only Discovery sessions run
-// without it.
+// a Normal session on an iSER connection must negotiate it, so only
+// Discovery sessions and Traditional connections run without it.
 func (n *negotiator) iser() bool { return n.rdma != rdmaNo }
+
+// irrelevant reports whether key idx is irrelevant in this session: by
+// the session type (Irrelevant when: SessionType=Discovery) or without
+// iSER-assisted mode (Irrelevant when: RDMAExtensions=No, RFC 7145
+// sections 6.4 to 6.10).
+func (n *negotiator) irrelevant(idx int) bool {
+	d := &keyTable[idx]
+	return n.discovery && d.has(irrDiscovery) || !n.iser() && d.has(irrWithoutRDMA)
+}
 
 // check applies the rules that do not depend on the value: who may send the
 // key (section 13, "Senders"), in which stage (sections 6.3 and 12), on
@@ -269,7 +283,7 @@ func (n *negotiator) one(idx int, v string) (string, bool, *negError) {
 	if reserved(v) {
 		return "", false, nerr(StatusInitiatorError, "%s: %s is not a valid proposal or declaration (section 6.2)", kv(d.name, v), v)
 	}
-	irrelevant := n.discovery && d.has(irrDiscovery) || !n.iser() && d.has(irrWithoutRDMA)
+	irrelevant := n.irrelevant(idx)
 	switch d.kind {
 	case kindDeclarative:
 		return "", false, n.declared(idx, v, irrelevant)
@@ -281,7 +295,7 @@ func (n *negotiator) one(idx int, v string) (string, bool, *negError) {
 		if irrelevant {
 			return valIrrelevant, true, nil
 		}
-		if idx == kRDMAExtensions {
+		if idx == kRDMAExtensions && !n.traditional {
 			if !b {
 				return "", false, rdmaRequired(n.role)
 			}
@@ -289,7 +303,10 @@ func (n *negotiator) one(idx int, v string) (string, bool, *negError) {
 		}
 		ours := *d.flag(&n.offer)
 		if idx == kRDMAExtensions {
-			ours = true
+			// RFC 7145 section 6.3: a node that does not support
+			// iSER-assisted mode here answers No, and the login goes
+			// on in traditional mode.
+			ours = !n.traditional
 		}
 		r := b && ours
 		if d.kind == kindOr {
@@ -329,6 +346,18 @@ func (n *negotiator) one(idx int, v string) (string, bool, *negError) {
 		if irrelevant {
 			return valIrrelevant, true, nil
 		}
+		if d.flag != nil && n.traditional {
+			// HeaderDigest, DataDigest (section 13.1): the first value
+			// of the proposer's list this node supports (section
+			// 6.2.1); values it does not know are skipped.
+			for _, e := range vals {
+				if e == valNone || e == valCRC32C && *d.flag(&n.offer) {
+					*d.flag(&n.res) = e == valCRC32C
+					return e, true, nil
+				}
+			}
+			return valReject, true, nil
+		}
 		want := valNone // HeaderDigest, DataDigest: iSER forbids digests
 		if idx == kTaskReporting {
 			want = "RFC3720"
@@ -352,8 +381,9 @@ func (n *negotiator) one(idx int, v string) (string, bool, *negError) {
 	return "", false, nerr(StatusInitiatorError, "%s cannot be negotiated here", d.name)
 }
 
-// rdmaRequired is the failure when RDMAExtensions=No: this implementation
-// runs only iSER-assisted mode. RFC 7145 section 5.1 says a login that does
+// rdmaRequired is the failure when RDMAExtensions=No on an iSER
+// connection (not Traditional): there this implementation runs only
+// iSER-assisted mode. RFC 7145 section 5.1 says a login that does
 // not negotiate RDMAExtensions=Yes continues in Traditional iSCSI mode,
 // which the RDMA connection the login runs on cannot carry (the connection
 // "may need to be torn down"); RFC 7145 section 10.1.4 lets the target end
@@ -485,6 +515,9 @@ func (n *negotiator) checkAnswer(idx int, v string) *negError {
 		if !slices.Contains(strings.Split(st.proposal, ","), v) {
 			return bad("not one of the offered values (section 6.2.1)")
 		}
+		if d.flag != nil {
+			*d.flag(&n.res) = v == valCRC32C // HeaderDigest, DataDigest
+		}
 	default:
 		return bad("not a negotiated key")
 	}
@@ -494,13 +527,17 @@ func (n *negotiator) checkAnswer(idx int, v string) *negError {
 // propose returns our proposals (or declarations) of the given keys that
 // neither side has sent yet, and records them. A proposal whose outcome is
 // settled by our own value (AND with No, OR with Yes, section 6.2.2) takes
-// effect at once; the others wait for the answer.
+// effect at once; the others wait for the answer. Keys irrelevant in this
+// session, and RDMAExtensions on a Traditional connection, are not sent.
 func (n *negotiator) propose(idxs ...int) []pair {
 	var out []pair
 	for _, idx := range idxs {
 		d, st := &keyTable[idx], &n.st[idx]
 		if st.sent || st.got && d.kind != kindDeclarative {
 			continue // declarations go both ways; proposals only once
+		}
+		if n.irrelevant(idx) || idx == kRDMAExtensions && n.traditional {
+			continue
 		}
 		var v string
 		switch d.kind {
@@ -524,6 +561,9 @@ func (n *negotiator) propose(idxs ...int) []pair {
 			st.pending = true
 		case kindList:
 			v = valNone
+			if d.flag != nil && n.traditional && *d.flag(&n.offer) {
+				v = valCRC32C + "," + valNone // section 13.1, in order of preference
+			}
 			st.pending = true
 		case kindDeclarative:
 			switch idx {
@@ -554,7 +594,10 @@ func (n *negotiator) changes(idx int) bool {
 	def := Defaults()
 	switch d.kind {
 	case kindAnd:
-		return idx == kRDMAExtensions || !*d.flag(&n.offer) && *d.flag(&def)
+		if idx == kRDMAExtensions {
+			return !n.traditional // RFC 7145 section 6.3: only a node that supports it offers it
+		}
+		return !*d.flag(&n.offer) && *d.flag(&def)
 	case kindOr:
 		return *d.flag(&n.offer) && !*d.flag(&def)
 	case kindMin:

@@ -40,9 +40,22 @@ type Params struct {
 	// implementation supports only 0: an Offer must say 0.
 	ErrorRecoveryLevel uint32
 	// RDMAExtensions (RFC 7145 section 6.3, AND, default No): iSER-assisted
-	// mode. Ignored in an Offer: both roles always propose Yes and require
-	// it for Normal sessions; in a Result, whether it was negotiated.
+	// mode. Ignored in an Offer: on an iSER connection both roles always
+	// propose Yes and require it for Normal sessions; on a Traditional one
+	// (TargetConfig.Traditional, InitiatorConfig.Traditional) the initiator
+	// does not propose it and the target answers No. In a Result, whether
+	// it was negotiated.
 	RDMAExtensions bool
+	// HeaderDigest and DataDigest (section 13.1, list-of-values, default
+	// None): true means CRC32C. Only Traditional connections negotiate
+	// them; iSER has no digests (RFC 7145 section 6.1), so there the Offer
+	// is ignored and the Result says None (false). In an Offer, true means
+	// this node supports and prefers CRC32C: it proposes "CRC32C,None" and,
+	// as acceptor, takes the first of the proposer's values it supports
+	// (section 6.2.1), which may be None; false means it supports only
+	// None: it proposes "None" and answers Reject to a list without None.
+	// In a Result, whether CRC32C was chosen.
+	HeaderDigest, DataDigest bool
 	// TargetRecvDataSegmentLength and InitiatorRecvDataSegmentLength (RFC
 	// 7145 sections 6.4 and 6.5, Minimum, 512 to 2**24-1, default 8192):
 	// the largest data segment of an iSCSI control-type PDU the target
@@ -61,7 +74,8 @@ type Params struct {
 	PeerMaxOutstandingUnexpectedPDUs uint32
 	// MaxRecvDataSegmentLength (section 13.12, declarative, 512 to
 	// 2**24-1, default 8192): the largest data segment this node receives.
-	// Declared only when RDMAExtensions=No (Discovery sessions); with
+	// Declared only when RDMAExtensions=No (Discovery sessions, and every
+	// session on a Traditional connection, where both roles declare it); with
 	// RDMAExtensions=Yes the key is ignored (RFC 7145 section 6.2) and in a
 	// Result it is derived from TargetRecvDataSegmentLength (target) or
 	// InitiatorRecvDataSegmentLength (initiator).

@@ -31,6 +31,15 @@ type TargetConfig struct {
 	Discovery *CHAP
 	// Offer is what this target accepts in negotiation: see Params.
 	Offer Params
+	// Traditional says the connection is traditional iSCSI over TCP (RFC
+	// 7143), not iSER. The target then does not require
+	// RDMAExtensions=Yes: it answers an initiator's Yes with No and the
+	// login goes on in traditional mode (RFC 7145 section 6.3); the iSER
+	// keys are Irrelevant; both sides declare MaxRecvDataSegmentLength;
+	// HeaderDigest and DataDigest are negotiated from the Offer (section
+	// 13.1). false: iSER, a Normal session must negotiate
+	// RDMAExtensions=Yes (RFC 7145 section 5.1).
+	Traditional bool
 	// QueueDepth is the command window opened at login: every Login
 	// Response carries MaxCmdSN = ExpCmdSN + QueueDepth - 1. 0 means
 	// DefaultQueueDepth.
@@ -405,7 +414,7 @@ func (t *Target) session(pairs []pair) *negError {
 		t.cred = t.policy.CHAP
 	}
 	t.chap = chapTarget{cred: t.cred, rand: t.rand}
-	t.neg = newNegotiator(roleTarget, t.cfg.Offer, t.discovery, true)
+	t.neg = newNegotiator(roleTarget, t.cfg.Offer, t.discovery, true, t.cfg.Traditional)
 	for i, p := range []*string{kSessionType: stype, kInitiatorName: name, kTargetName: target, kInitiatorAlias: alias} {
 		if p != nil {
 			t.neg.st[i].got = true
@@ -551,9 +560,10 @@ func authList(v string) ([]string, *negError) {
 }
 
 // proposals are the target's own proposals in a
-// LoginOperationalNegotiation response: RDMAExtensions=Yes when the
-// initiator did not offer it in its first request (RFC 7145 section 6.3:
-// the target "MUST offer the key in the first Login Response PDU" it may),
+// LoginOperationalNegotiation response: on an iSER connection
+// RDMAExtensions=Yes when the initiator did not offer it in its first
+// request (RFC 7145 section 6.3: the target "MUST offer the key in the
+// first Login Response PDU" it may; a Traditional target does not),
 // every key whose Offer makes a difference from the default but the
 // initiator did not propose, and FirstBurstLength when the default would
 // exceed the negotiated MaxBurstLength (section 13.14).
@@ -573,10 +583,12 @@ func (t *Target) proposals() []pair {
 }
 
 // declarations are the target's declarative keys: MaxRecvDataSegmentLength
-// when iSER is not in use (Discovery, section 13.12) and
-// MaxOutstandingUnexpectedPDUs in reply to an initiator that declared it
-// (RFC 7145 section 6.7). Initiators that never use a key are not sent it:
-// some (Linux's) fail on keys they do not know.
+// when iSER is not in use (section 13.12: in a Discovery session when the
+// initiator declared it or ours is not the default, in a Normal session on
+// a Traditional connection always) and MaxOutstandingUnexpectedPDUs in
+// reply to an initiator of an iSER session that declared it (RFC 7145
+// section 6.7). Initiators that never use a key are not sent it: some
+// (Linux's) fail on keys they do not know.
 func (t *Target) declarations() []pair {
 	n := t.neg
 	if t.discovery {
@@ -584,6 +596,9 @@ func (t *Target) declarations() []pair {
 			return n.propose(kMaxRecvDataSegmentLength)
 		}
 		return nil
+	}
+	if n.traditional {
+		return n.propose(kMaxRecvDataSegmentLength)
 	}
 	if n.st[kMaxOutstandingUnexpectedPDUs].got {
 		return n.propose(kMaxOutstandingUnexpectedPDUs)
@@ -600,7 +615,7 @@ func (t *Target) advance(dst []byte, transit bool, nsg uint8, text []pair) ([]by
 		case StageSecurity:
 			ready = t.authDone
 		case StageOperational:
-			ready = t.neg.outstanding() == "" && (t.discovery || t.neg.res.RDMAExtensions)
+			ready = t.neg.outstanding() == "" && (t.discovery || t.neg.traditional || t.neg.res.RDMAExtensions)
 		}
 	}
 	enc, e := encodeText(text)
@@ -656,7 +671,8 @@ func (t *Target) advance(dst []byte, transit bool, nsg uint8, text []pair) ([]by
 
 // needOperational reports whether the target needs a
 // LoginOperationalNegotiation stage: always for Normal sessions (to
-// negotiate RDMAExtensions, RFC 7145 section 6.3), for Discovery sessions
+// negotiate RDMAExtensions, RFC 7145 section 6.3, or on a Traditional
+// connection to declare MaxRecvDataSegmentLength), for Discovery sessions
 // only to declare a MaxRecvDataSegmentLength other than the default.
 func (t *Target) needOperational() bool {
 	return !t.discovery || t.cfg.Offer.MaxRecvDataSegmentLength != Defaults().MaxRecvDataSegmentLength
