@@ -51,6 +51,10 @@ limits:                                       #@limits
 log:                                          #@log
   level: info                                 #@level
   format: text                                #@format
+metrics:                                      #@metrics
+  listen: 127.0.0.1:9740                      #@mlisten
+control:                                      #@control
+  socket: /run/ddpstore/ddptarget.sock        #@socket
 `
 
 // doc is a corpus document being mutated: its lines, each with its tag.
@@ -418,7 +422,7 @@ func corpus() []corpusCase {
 		{"queuedepth", "queueDepth: 1", "limits", `(did you mean "queue_depth"?)`},
 		{"level", "color: true", "log", `unknown field "color"; the fields of log are level and format`},
 		{"format", "file: /var/log/x", "log", `unknown field "file"`},
-		{"log", "version: 1", "", `unknown field "version"; the fields of a target configuration are portals, targets, discovery_chap, limits and log`},
+		{"log", "version: 1", "", `unknown field "version"; the fields of a target configuration are portals, targets, discovery_chap, limits, log, metrics and control`},
 		{"name1", "lun: []", "targets[1]", `unknown field "lun" (did you mean "luns"?)`},
 	}
 	for i, u := range unknown {

@@ -27,6 +27,7 @@ type Initiator struct {
 	RecoveryTimeout time.Duration  // how long commands wait through a reconnect before they fail, 1s..1h; default 30s
 	NOP             NOP            // keepalive
 	Log             Log
+	Metrics         Metrics // the Prometheus endpoint of mount and attach; off by default
 }
 
 // RemoteTarget is one target the initiator logs in to (YAML: name, portals,
@@ -143,7 +144,7 @@ func (c *Initiator) FindTarget(name string) (*RemoteTarget, error) {
 }
 
 var (
-	initiatorFields    = []string{"initiator_name", "targets", "discovery_chap", "queue_depth", "buffers", "mpa", "mount", "recovery_timeout", "nop", "log"}
+	initiatorFields    = []string{"initiator_name", "targets", "discovery_chap", "queue_depth", "buffers", "mpa", "mount", "recovery_timeout", "nop", "log", "metrics"}
 	remoteTargetFields = []string{"name", "portals", "transport", "luns", "chap"}
 	mountFields        = []string{"direct_io", "max_write", "allow_other"}
 	nopFields          = []string{"interval", "timeout"}
@@ -154,7 +155,7 @@ var (
 var initiatorSections = []struct {
 	name   string
 	fields []string
-}{{"mpa", mpaFields}, {"mount", mountFields}, {"nop", nopFields}, {"log", logFields}}
+}{{"mpa", mpaFields}, {"mount", mountFields}, {"nop", nopFields}, {"log", logFields}, {"metrics", metricsFields}}
 
 // initiator reads the document root as an initiator configuration, with
 // every default filled in; its defects go to d.
@@ -458,6 +459,12 @@ var initiatorSettings = []setting{
 				c.Log.Format = v
 			}
 		}, nil},
+	{Setting{"metrics-listen", "metrics.listen", false, "mount and attach: serve Prometheus metrics on host:port, /metrics (default: none)"},
+		func(d *decoder, c *Initiator, f field, path string) {
+			if v := d.metricsListen(f, path, nil); v != "" {
+				c.Metrics.Listen = v
+			}
+		}, nil},
 }
 
 // mpaGuard refuses the MPA settings when no target uses tcp.
@@ -682,6 +689,9 @@ func (c *Initiator) Marshal() ([]byte, error) {
 	}
 	add(root, "nop", nop)
 	add(root, "log", logNode(c.Log))
+	if c.Metrics.Listen != "" {
+		add(root, "metrics", metricsNode(c.Metrics))
+	}
 
 	return encodeDoc(root, "ddpinitiator", "initiator")
 }

@@ -48,6 +48,8 @@ nop:                                            #@nop
 log:                                            #@log
   level: info                                   #@level
   format: text                                  #@format
+metrics:                                        #@metrics
+  listen: 127.0.0.1:9741                        #@mlisten
 `
 
 func initiatorDoc() *doc { return newDoc(initiatorCorpusBase) }
@@ -261,7 +263,7 @@ func initiatorCorpus() []corpusCase {
 
 	// Unknown fields, in each mapping.
 	unknown := []struct{ after, field, path, want string }{
-		{"iname", "initiator: x", "", `unknown field "initiator" (did you mean "initiator_name"?); the fields of an initiator configuration are initiator_name, targets, discovery_chap, queue_depth, buffers, mpa, mount, recovery_timeout, nop and log`},
+		{"iname", "initiator: x", "", `unknown field "initiator" (did you mean "initiator_name"?); the fields of an initiator configuration are initiator_name, targets, discovery_chap, queue_depth, buffers, mpa, mount, recovery_timeout, nop, log and metrics`},
 		{"qd", "queuedepth: 1", "", `unknown field "queuedepth" (did you mean "queue_depth"?)`},
 		{"qd", "iodepth: 32", "", `unknown field "iodepth"; the fields of an initiator configuration are`},
 		{"recovery", "recovery-timeout: 30s", "", `unknown field "recovery-timeout" (did you mean "recovery_timeout"?)`},

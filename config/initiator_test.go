@@ -330,6 +330,7 @@ func randomOverride(r *rand.Rand) (string, string) {
 		"nop-timeout":       {"1s", "20s", "1h", "0"},
 		"log-level":         {"debug", "trace", "loud"},
 		"log-format":        {"json", "text"},
+		"metrics-listen":    {"127.0.0.1:9741", ":9741", "[::1]:9741", "localhost:0", "9741"},
 	}
 	names := initiatorFlagNames()
 	name := names[r.IntN(len(names))]
@@ -352,9 +353,9 @@ func TestInitiatorMessages(t *testing.T) {
 		{"empty file", "", "bad.yaml:1: the file is empty: a configuration needs at least initiator_name and a targets list"},
 		{"comments only", "# nothing\n", "bad.yaml:1: the file has no YAML content (only comments): a configuration needs at least initiator_name and a targets list"},
 		{"null document", "---\n~\n", "bad.yaml:2: the document is empty: a configuration needs at least initiator_name and a targets list"},
-		{"top-level list", "- a\n", "bad.yaml:1: expected a mapping (an initiator configuration: initiator_name, targets, discovery_chap, queue_depth, buffers, mpa, mount, recovery_timeout, nop, log), found a list"},
+		{"top-level list", "- a\n", "bad.yaml:1: expected a mapping (an initiator configuration: initiator_name, targets, discovery_chap, queue_depth, buffers, mpa, mount, recovery_timeout, nop, log, metrics), found a list"},
 		{"target config", "portals:\n  - listen: 127.0.0.1:3260\ntargets: []\n", // a target's configuration given to the initiator
-			`bad.yaml:1: unknown field "portals"; the fields of an initiator configuration are initiator_name, targets, discovery_chap, queue_depth, buffers, mpa, mount, recovery_timeout, nop and log`},
+			`bad.yaml:1: unknown field "portals"; the fields of an initiator configuration are initiator_name, targets, discovery_chap, queue_depth, buffers, mpa, mount, recovery_timeout, nop, log and metrics`},
 		{"missing name", "targets: []\n", "bad.yaml:1: initiator_name: missing: this host needs an iSCSI name of its own, as iqn.2026-11.io.example:host1 (targets admit initiators by name, and two hosts with one name take over each other's sessions)"},
 		{"missing targets", "initiator_name: iqn.2026-11.io.ddpstore:h\n", "bad.yaml:1: targets: missing: an initiator logs in to at least one target (name and portals)"},
 		{"empty targets", "initiator_name: iqn.2026-11.io.ddpstore:h\ntargets: []\n", "bad.yaml:2:10: targets: empty: an initiator logs in to at least one target"},
@@ -401,7 +402,9 @@ func TestInitiatorMessages(t *testing.T) {
 		{"nop interval", head + "nop: {interval: 500ms}\n", "bad.yaml:3:17: nop.interval: NOP interval 500ms is out of range (0, which turns keepalive off, or 1s..1h)"},
 		{"nop negative", head + "nop: {interval: -1s}\n", "bad.yaml:3:17: nop.interval: NOP interval -1s is negative (0, which turns keepalive off, or 1s..1h)"},
 		{"nop timeout zero", head + "nop: {timeout: 0}\n", "bad.yaml:3:16: nop.timeout: NOP timeout 0 is out of range (1s..1h)"},
-		{"unknown top", head + "iodepth: 32\n", `bad.yaml:3: unknown field "iodepth"; the fields of an initiator configuration are initiator_name, targets, discovery_chap, queue_depth, buffers, mpa, mount, recovery_timeout, nop and log`},
+		{"metrics unknown", head + "metrics: {listen: ':9741', path: /m}\n", `bad.yaml:3:28: metrics: unknown field "path"; the fields of metrics are listen`},
+		{"metrics wildcard ok, bad port", head + "metrics:\n  listen: '[::1]:99999'\n", "bad.yaml:4: metrics.listen: "},
+		{"unknown top", head + "iodepth: 32\n", `bad.yaml:3: unknown field "iodepth"; the fields of an initiator configuration are initiator_name, targets, discovery_chap, queue_depth, buffers, mpa, mount, recovery_timeout, nop, log and metrics`},
 		{"unknown target", "initiator_name: iqn.2026-11.io.ddpstore:h\ntargets:\n  - name: iqn.2026-11.io.ddpstore:t\n    portal: [127.0.0.1:3260]\n",
 			`bad.yaml:4: targets[0]: unknown field "portal" (did you mean "portals"?); the fields of a target are name, portals, transport, luns and chap`},
 		{"unknown mount", head + "mount: {maxwrite: 1MiB}\n", `bad.yaml:3:9: mount: unknown field "maxwrite" (did you mean "max_write"?); the fields of mount are direct_io, max_write and allow_other`},
@@ -599,7 +602,7 @@ func TestOverride(t *testing.T) {
 		{"nop-timeout", "0", "--nop-timeout: NOP timeout 0 is out of range (1s..1h)", nil},
 		{"log-level", "warning", `--log-level: "warning" is not a log level (did you mean "warn"?); use panic, fatal, error, warn, info, debug or trace`, nil},
 		{"log-format", "yaml", `--log-format: "yaml" is not a log format; use text or json`, nil},
-		{"queu-depth", "1", "--queu-depth is not a setting a flag overrides (did you mean --queue-depth?); the settings are --initiator-name, --queue-depth, --buffers, --mpa-revision, --mpa-markers, --mpa-crc, --mount-direct-io, --mount-max-write, --mount-allow-other, --recovery-timeout, --nop-interval, --nop-timeout, --log-level and --log-format", nil},
+		{"queu-depth", "1", "--queu-depth is not a setting a flag overrides (did you mean --queue-depth?); the settings are --initiator-name, --queue-depth, --buffers, --mpa-revision, --mpa-markers, --mpa-crc, --mount-direct-io, --mount-max-write, --mount-allow-other, --recovery-timeout, --nop-interval, --nop-timeout, --log-level, --log-format and --metrics-listen", nil},
 		{"queue_depth", "1", `--queue_depth is not a setting a flag overrides (did you mean --queue-depth?)`, nil},
 		{"target", "x", "--target is not a setting a flag overrides; the settings are", nil},
 	}
@@ -649,6 +652,7 @@ func TestOverrideLikeFile(t *testing.T) {
 		"mpa.revision": "revision", "mpa.markers": "markers", "mpa.crc": "crc",
 		"mount.direct_io": "directio", "mount.max_write": "maxwrite", "mount.allow_other": "allowother",
 		"nop.interval": "interval", "nop.timeout": "timeout", "log.level": "level", "log.format": "format",
+		"metrics.listen": "mlisten",
 	}
 	values := []string{"", "~", "0", "1", "2", "-1", "7", "128", "4096", "4097", "0x10", "1.5", "1e3", "true", "false", "yes", "on",
 		"x", "info", "warn", "INFO", "json", "JSON", "0s", "1s", "999ms", "30s", "30", "1h", "61m", "-5s", "1d", "5 s", "1m30s",
@@ -695,7 +699,7 @@ func TestInitiatorSettings(t *testing.T) {
 	for _, f := range initiatorFields {
 		switch f {
 		case "targets", "discovery_chap":
-		case "mpa", "mount", "nop", "log":
+		case "mpa", "mount", "nop", "log", "metrics":
 			for _, sec := range initiatorSections {
 				if sec.name == f {
 					for _, sf := range sec.fields {

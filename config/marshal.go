@@ -77,6 +77,12 @@ func (t *Target) Marshal() ([]byte, error) {
 	add(lim, "queue_depth", intNode(t.Limits.QueueDepth))
 	add(root, "limits", lim)
 	add(root, "log", logNode(t.Log))
+	if t.Metrics.Listen != "" {
+		add(root, "metrics", metricsNode(t.Metrics))
+	}
+	ctl := mapNode(true)
+	add(ctl, "socket", strNode(t.Control.Socket))
+	add(root, "control", ctl)
 
 	return encodeDoc(root, "ddptarget", "target")
 }
@@ -104,6 +110,13 @@ func logNode(l Log) *yaml.Node {
 	add(lg, "level", strNode(l.Level))
 	add(lg, "format", strNode(l.Format))
 	return lg
+}
+
+// metricsNode is the metrics: mapping of either configuration.
+func metricsNode(m Metrics) *yaml.Node {
+	mm := mapNode(true)
+	add(mm, "listen", strNode(m.Listen))
+	return mm
 }
 
 func chapNode(c *CHAP) *yaml.Node {

@@ -79,6 +79,10 @@ func randomTarget(r *rand.Rand) *Target {
 	levels, formats := logLevels, logFormats
 	t.Log = Log{Level: levels[r.IntN(len(levels))], Format: formats[r.IntN(len(formats))]}
 	hosts := []string{"127.0.0.1", "", "[::1]", "localhost", "storage.example.com", "[fe80::1%eth0]", "10.0.0.1"}
+	t.Control = Control{Socket: fmt.Sprintf("/run/t%d/%s.sock", r.IntN(100), randomWord(r))}
+	if r.IntN(2) == 0 {
+		t.Metrics.Listen = fmt.Sprintf("%s:%d", hosts[r.IntN(len(hosts))], 9000+r.IntN(100)) // below the portals' ports
+	}
 	for i := range 1 + r.IntN(3) {
 		p := Portal{
 			Listen:    fmt.Sprintf("%s:%d", hosts[r.IntN(len(hosts))], 3260+i), // distinct ports: no overlaps

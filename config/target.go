@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 )
@@ -19,7 +20,33 @@ type Target struct {
 	DiscoveryCHAP *CHAP       // CHAP for discovery sessions (SendTargets); nil: none
 	Limits        Limits
 	Log           Log
+	Metrics       Metrics // the Prometheus endpoint; off by default
+	Control       Control // the control socket of "ddptarget status"
 }
+
+// Metrics is where a program serves Prometheus metrics (YAML: listen).
+type Metrics struct {
+	Listen string // host:port of the HTTP endpoint (/metrics); an empty host listens on every address; "": no endpoint
+}
+
+// Control is ddptarget's control socket (YAML: socket), which "ddptarget
+// status" reads.
+type Control struct {
+	Socket string // absolute path of the unix socket; default DefaultControlSocket
+}
+
+// DefaultControlSocket is the control socket of a configuration that names
+// none. ddptarget, run by a user other than root, puts it under the user's
+// runtime directory instead (see docs/operations.md).
+const DefaultControlSocket = "/run/ddpstore/ddptarget.sock"
+
+// DefaultControl returns the control socket settings a configuration gets
+// when it names none.
+func DefaultControl() Control { return Control{Socket: DefaultControlSocket} }
+
+// maxSocketPath is the longest unix socket path (sun_path holds 108 octets
+// with the terminating NUL).
+const maxSocketPath = 107
 
 // Portal is one listening address (YAML: listen, transport, mpa).
 type Portal struct {
@@ -177,7 +204,7 @@ func ParseTarget(filename string, data []byte) (*Target, error) {
 }
 
 var (
-	targetFields    = []string{"portals", "targets", "discovery_chap", "limits", "log"}
+	targetFields    = []string{"portals", "targets", "discovery_chap", "limits", "log", "metrics", "control"}
 	portalFields    = []string{"listen", "transport", "mpa"}
 	mpaFields       = []string{"revision", "markers", "crc"}
 	targetDefFields = []string{"name", "alias", "luns", "initiators", "chap"}
@@ -185,6 +212,8 @@ var (
 	chapFields      = []string{"user", "secret", "mutual_user", "mutual_secret"}
 	limitsFields    = []string{"max_sessions", "queue_depth"}
 	logFields       = []string{"level", "format"}
+	metricsFields   = []string{"listen"}
+	controlFields   = []string{"socket"}
 )
 
 // targetChecks gathers what is checked across the whole file.
@@ -208,7 +237,7 @@ type secretUse struct {
 }
 
 func (d *decoder) target(root *yaml.Node) *Target {
-	t := &Target{Limits: DefaultLimits(), Log: DefaultLog()}
+	t := &Target{Limits: DefaultLimits(), Log: DefaultLog(), Control: DefaultControl()}
 	f, ok := d.mapping(root, "", "a target configuration", targetFields)
 	if !ok {
 		return t
@@ -239,8 +268,72 @@ func (d *decoder) target(root *yaml.Node) *Target {
 	if lf, ok := f["log"]; ok {
 		t.Log = d.log(lf)
 	}
+	if mf, ok := f["metrics"]; ok {
+		if mm, ok := d.mapping(mf.val, "metrics", "metrics", metricsFields); ok {
+			if lf, has := mm["listen"]; has {
+				t.Metrics.Listen = d.metricsListen(lf, "metrics.listen", t.Portals)
+			}
+		}
+	}
+	if cf, ok := f["control"]; ok {
+		if cm, ok := d.mapping(cf.val, "control", "control", controlFields); ok {
+			if sf, has := cm["socket"]; has {
+				if v, ok := d.socketPath(sf, "control.socket"); ok {
+					t.Control.Socket = v
+				}
+			}
+		}
+	}
 	d.checkSecrets(c.secrets)
 	return t
+}
+
+// metricsListen reads the address of a metrics endpoint: host:port, an
+// empty host for every address, and not the address of a tcp portal.
+func (d *decoder) metricsListen(f field, path string, portals []Portal) string {
+	s, ok := d.str(f, path, "host:port")
+	if !ok {
+		return ""
+	}
+	n := d.resolve(f.val)
+	hp, err := parseHostPort(s, true)
+	if err != nil {
+		d.errorf(n, path, "%v", err)
+		return ""
+	}
+	for i, p := range portals {
+		if p.Transport != TransportTCP {
+			continue
+		}
+		php, err := parseHostPort(p.Listen, true)
+		if err == nil && php.port == hp.port && (php.host == hp.host || php.wildcard || hp.wildcard) {
+			d.errorf(n, path, "%s is also where portals[%d] (%s) listens: give the metrics endpoint a port of its own", clip(s), i, p.Listen)
+			return ""
+		}
+	}
+	return s
+}
+
+// socketPath reads the path of a unix socket: absolute, and short enough
+// for sun_path.
+func (d *decoder) socketPath(f field, path string) (string, bool) {
+	s, ok := d.str(f, path, "an absolute path")
+	if !ok {
+		return "", false
+	}
+	n := d.resolve(f.val)
+	switch {
+	case !filepath.IsAbs(s):
+		d.errorf(n, path, "%q is relative: write an absolute path, as %s", clip(s), DefaultControlSocket)
+		return "", false
+	case len(s) > maxSocketPath:
+		d.errorf(n, path, "%d octets long: a unix socket path holds at most %d", len(s), maxSocketPath)
+		return "", false
+	case strings.HasSuffix(s, "/"):
+		d.errorf(n, path, "%q names a directory: give the socket's file name too, as %s", clip(s), DefaultControlSocket)
+		return "", false
+	}
+	return s, true
 }
 
 // portals reads the portals list and checks that no two listen on the same

@@ -49,6 +49,7 @@ func exampleTarget() *Target {
 		DiscoveryCHAP: &CHAP{User: "u", Secret: "discovery-secret"},
 		Limits:        Limits{MaxSessions: 64, QueueDepth: 128},
 		Log:           Log{Level: "info", Format: "text"},
+		Control:       DefaultControl(),
 	}
 }
 
@@ -105,8 +106,9 @@ targets:
 			{Name: "iqn.2026-11.io.ddpstore:min", LUNs: []LUN{{ID: 7, Path: "/srv/min.img"}}},
 			{Name: "eui.02004567a425678d", LUNs: []LUN{{ID: 0, Memory: 4 * KiB}}},
 		},
-		Limits: Limits{MaxSessions: 64, QueueDepth: 128},
-		Log:    Log{Level: "info", Format: "text"},
+		Limits:  Limits{MaxSessions: 64, QueueDepth: 128},
+		Log:     Log{Level: "info", Format: "text"},
+		Control: Control{Socket: "/run/ddpstore/ddptarget.sock"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("defaults:\n got %#v\nwant %#v", got, want)
@@ -146,6 +148,7 @@ func TestDefaultTarget(t *testing.T) {
 		Targets: []TargetDef{{Name: "iqn.2026-11.io.ddpstore:default", LUNs: []LUN{{ID: 0, Memory: GiB}}}},
 		Limits:  DefaultLimits(),
 		Log:     DefaultLog(),
+		Control: DefaultControl(),
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("DefaultTarget() = %#v, want %#v", got, want)
@@ -252,6 +255,7 @@ targets:
       - {id: 0, memory: 1GiB}
 limits: {max_sessions: 64, queue_depth: 128}
 log: {level: info, format: text}
+control: {socket: /run/ddpstore/ddptarget.sock}
 `
 	if string(out) != want {
 		t.Errorf("Marshal(DefaultTarget()) =\n%s\nwant\n%s", out, want)
@@ -417,10 +421,10 @@ func TestMessages(t *testing.T) {
 	tests := []struct {
 		name, doc, want string
 	}{
-		{"top-level list", "- a\n- b\n", "bad.yaml:1: expected a mapping (a target configuration: portals, targets, discovery_chap, limits, log), found a list"},
-		{"top-level scalar", "hello\n", `bad.yaml:1: expected a mapping (a target configuration: portals, targets, discovery_chap, limits, log), found the string "hello"`},
+		{"top-level list", "- a\n- b\n", "bad.yaml:1: expected a mapping (a target configuration: portals, targets, discovery_chap, limits, log, metrics, control), found a list"},
+		{"top-level scalar", "hello\n", `bad.yaml:1: expected a mapping (a target configuration: portals, targets, discovery_chap, limits, log, metrics, control), found the string "hello"`},
 		{"null document", "---\n~\n", "bad.yaml:2: the document is empty"},
-		{"unknown field", "targets: []\nportal: []\n", `bad.yaml:2: unknown field "portal" (did you mean "portals"?); the fields of a target configuration are portals, targets, discovery_chap, limits and log`},
+		{"unknown field", "targets: []\nportal: []\n", `bad.yaml:2: unknown field "portal" (did you mean "portals"?); the fields of a target configuration are portals, targets, discovery_chap, limits, log, metrics and control`},
 		{"merge key", "targets:\n  - <<: {name: x}\n", "bad.yaml:2: targets[0]: merge keys (<<) are not supported"},
 		{"tag", "targets:\n  - name: !!binary aGVsbG8=\n", "bad.yaml:2: targets[0].name: the tag !!binary is not supported"},
 		{"tab", "targets:\n\t- name: x\n", "bad.yaml:2: YAML syntax: found character that cannot start any token (a tab indents this line: YAML indents with spaces only)"},
@@ -451,6 +455,19 @@ func TestMessages(t *testing.T) {
 		{"date", "targets:\n  - name: eui.02004567a425678d\n    luns: [{id: 2026-11-01, memory: 1MiB}]\n", `bad.yaml:3:17: targets[0].luns[0].id: the date 2026-11-01 is not an integer`},
 		{"custom tag", "targets:\n  - name: !disk eui.02004567a425678d\n", `bad.yaml:2: targets[0].name: the tag !disk is not supported: expected an iSCSI name`},
 		{"empty document", "--- # nothing\n...\n", "bad.yaml:1: the document is empty"},
+		{"metrics unknown field", "targets: []\nmetrics: {listen: ':9740', port: 9740}\n",
+			`bad.yaml:2:28: metrics: unknown field "port"; the fields of metrics are listen`},
+		{"metrics on a portal", "portals: [{listen: '0.0.0.0:3260'}]\ntargets: []\nmetrics: {listen: 127.0.0.1:3260}\n",
+			"bad.yaml:3:19: metrics.listen: 127.0.0.1:3260 is also where portals[0] (0.0.0.0:3260) listens: give the metrics endpoint a port of its own"},
+		{"metrics bad port", "targets: []\nmetrics:\n  listen: localhost\n", "bad.yaml:3: metrics.listen: "},
+		{"control relative", "targets: []\ncontrol:\n  socket: run/ddptarget.sock\n",
+			`bad.yaml:3: control.socket: "run/ddptarget.sock" is relative: write an absolute path, as /run/ddpstore/ddptarget.sock`},
+		{"control directory", "targets: []\ncontrol: {socket: /run/ddpstore/}\n",
+			`bad.yaml:2:19: control.socket: "/run/ddpstore/" names a directory`},
+		{"control too long", "targets: []\ncontrol: {socket: /" + strings.Repeat("x", 110) + "}\n",
+			"bad.yaml:2:19: control.socket: 111 octets long: a unix socket path holds at most 107"},
+		{"control unknown field", "targets: []\ncontrol:\n  path: /run/x.sock\n",
+			`bad.yaml:3: control: unknown field "path"; the fields of control are socket`},
 		{"quoted integer", "targets: []\nlimits:\n  queue_depth: '32'\n", `bad.yaml:3: limits.queue_depth: the string "32" is not an integer (remove the quotes)`},
 		{"quoted bool", "targets:\n  - name: eui.02004567a425678d\n    luns: [{id: 0, memory: 1MiB, readonly: 'true'}]\n", `bad.yaml:3:44: targets[0].luns[0].readonly: the string "true" is not a boolean (use true or false) (remove the quotes)`},
 	}
