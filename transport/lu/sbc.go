@@ -55,8 +55,9 @@ func (l *LU) inRange(lba, n uint64) bool {
 // SAME and logical block provisioning, from memory). On a LU that is not thin the UNMAP bit is ignored and the
 // data written, as SBC-3 allows a device server that cannot unmap.
 // ANCHOR is refused (ANC_SUP is 0), as are the obsolete LBDATA and PBDATA,
-// protection information and a NUMBER OF LOGICAL BLOCKS of 0 (WSNZ is 1)
-// or above maxWriteSame. WRITE SAME has no FUA bit.
+// protection information, a NUMBER OF LOGICAL BLOCKS of 0 (WSNZ is 1)
+// or above maxWriteSame, and a data-out other than one block (without
+// NDOB). WRITE SAME has no FUA bit.
 func writeSame(_ int, cmd *api.SCSICommand) api.SAMStat {
 	l := luOf(cmd)
 	if l == nil {
@@ -83,10 +84,14 @@ func writeSame(_ int, cmd *api.SCSICommand) api.SAMStat {
 	}
 	var block []byte // nil: zeros
 	if !ndob {
-		if cmd.OutSDBBuffer == nil || len(cmd.OutSDBBuffer.Buffer) < 512 {
+		// The data-out is one logical block (SBC-3 5.42, 5.43). One of
+		// another length means the initiator and the LU disagree about
+		// the command; with UNMAP a longer one would be half ignored. It
+		// is refused as COMPARE AND WRITE's is, and as LIO refuses it.
+		if cmd.OutSDBBuffer == nil || len(cmd.OutSDBBuffer.Buffer) != 512 {
 			return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInCDB)
 		}
-		if block = cmd.OutSDBBuffer.Buffer[:512]; allZero(block) {
+		if block = cmd.OutSDBBuffer.Buffer; allZero(block) {
 			block = nil
 		}
 	}
@@ -208,7 +213,9 @@ func syncCache(_ int, cmd *api.SCSICommand) api.SAMStat {
 // with the verify data and, if equal, replaced with the write data (made
 // durable first with FUA); if not, the command ends in MISCOMPARE DURING
 // VERIFY OPERATION with the INFORMATION field the offset of the first
-// octet that differs. 0 blocks is no error and does nothing.
+// octet that differs. 0 blocks is no error and does nothing. A data-out
+// of another size than twice NUMBER OF LOGICAL BLOCKS blocks is ILLEGAL
+// REQUEST, INVALID FIELD IN CDB.
 func compareAndWrite(_ int, cmd *api.SCSICommand) api.SAMStat {
 	l := luOf(cmd)
 	if l == nil {
@@ -230,7 +237,11 @@ func compareAndWrite(_ int, cmd *api.SCSICommand) api.SAMStat {
 		return api.SAMStatGood
 	}
 	off, tl := lba<<9, n<<9
-	if cmd.OutSDBBuffer == nil || uint64(len(cmd.OutSDBBuffer.Buffer)) < 2*tl {
+	if cmd.OutSDBBuffer == nil || uint64(len(cmd.OutSDBBuffer.Buffer)) != 2*tl {
+		// The data-out is exactly the verify and the write data (SBC-3
+		// 5.2). One of another size is the initiator's mistake, not a
+		// miscompare: ILLEGAL REQUEST, as libiscsi
+		// (test_compareandwrite_invalid_dataout_size) and LIO have it.
 		return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInCDB)
 	}
 	verify, write := cmd.OutSDBBuffer.Buffer[:tl], cmd.OutSDBBuffer.Buffer[tl:2*tl]

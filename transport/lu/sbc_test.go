@@ -43,7 +43,11 @@ func TestWriteSame(t *testing.T) {
 		{name: "16 over two lock regions", cdb: cdb16(ws16, 0, 2000, 100), out: a, lba: 2000, n: 100, want: a},
 		{name: "16 to the last block", cdb: cdb16(ws16, 0, lbas-3, 3), out: a, lba: lbas - 3, n: 3, want: a},
 		{name: "16 longest", cdb: cdb16(ws16, 0, 0, lbas), out: a, lba: 0, n: lbas, want: a},
-		{name: "data-out longer than a block", cdb: cdb10(ws10, 0, 5, 2), out: append(slices.Clone(a), block(1)...), lba: 5, n: 2, want: a},
+		{name: "data-out longer than a block", cdb: cdb10(ws10, 0, 5, 2), out: append(slices.Clone(a), block(1)...), key: keyIllegalRequest, asc: ascInvalidFieldInCDB},
+		{name: "UNMAP, empty data-out", cdb: cdb16(ws16, 0x08, 40, 8), out: block(0)[:0:0], key: keyIllegalRequest, asc: ascInvalidFieldInCDB},
+		{name: "10 UNMAP, data-out of two blocks", cdb: cdb10(ws10, 0x08, 40, 1), out: append(block(0), a...), key: keyIllegalRequest, asc: ascInvalidFieldInCDB},
+		{name: "16 UNMAP, data-out of two blocks", cdb: cdb16(ws16, 0x08, 40, 1), out: append(block(0), block(0)...), key: keyIllegalRequest, asc: ascInvalidFieldInCDB},
+		{name: "UNMAP, data-out of half a block", cdb: cdb10(ws10, 0x08, 40, 1), out: block(0)[:256], key: keyIllegalRequest, asc: ascInvalidFieldInCDB},
 		{name: "16 UNMAP of zeros on a thin LU discards", cdb: cdb16(ws16, 0x08, 40, 24), out: block(0), lba: 40, n: 24, want: block(0), discards: [][2]int64{{40 * 512, 24 * 512}}},
 		{name: "10 UNMAP of zeros on a thin LU discards", cdb: cdb10(ws10, 0x08, 4000, 300), out: block(0), lba: 4000, n: 300, want: block(0), discards: [][2]int64{{4000 * 512, 300 * 512}}},
 		{name: "UNMAP of data on a thin LU writes it", cdb: cdb16(ws16, 0x08, 40, 8), out: a, lba: 40, n: 8, want: a},
@@ -395,7 +399,9 @@ func TestCompareAndWrite(t *testing.T) {
 		nw   bool
 	}{
 		{name: "match", cdb: caw(0, at, 2), out: append(slices.Clone(old), nw...), nw: true},
-		{name: "match, longer data-out", cdb: caw(0, at, 2), out: append(append(slices.Clone(old), nw...), 1, 2, 3), nw: true},
+		{name: "longer data-out", cdb: caw(0, at, 2), out: append(append(slices.Clone(old), nw...), 1, 2, 3), key: keyIllegalRequest, asc: ascInvalidFieldInCDB},
+		{name: "data-out of 4 blocks for 1", cdb: caw(0, at, 1), out: append(slices.Clone(old), nw...), key: keyIllegalRequest, asc: ascInvalidFieldInCDB},
+		{name: "data-out of 4 blocks for 3, mismatching", cdb: caw(0, at, 3), out: differ(0), key: keyIllegalRequest, asc: ascInvalidFieldInCDB},
 		{name: "miscompare at 0", cdb: caw(0, at, 2), out: differ(0), key: keyMiscompare, asc: ascMiscompare, info: 0},
 		{name: "miscompare at 700", cdb: caw(0, at, 2), out: differ(700, 900), key: keyMiscompare, asc: ascMiscompare, info: 700},
 		{name: "miscompare at the last octet", cdb: caw(0, at, 2), out: differ(1023), key: keyMiscompare, asc: ascMiscompare, info: 1023},
@@ -565,8 +571,8 @@ func TestBackendErrors(t *testing.T) {
 	}{
 		{"gotgt's BUSY", 0, cdb10(byte(api.WRITE_VERIFY), 0, 2047, 1), d, ascWriteError},
 		{"WRITE into a fault", 0, cdb10(byte(api.WRITE_10), 0, 1500, 8), d, ascWriteError},
-		{"WRITE SAME into a fault", 0, cdb16(ws16, 0, 1500, 8), d, ascWriteError},
-		{"COMPARE AND WRITE on a fault", 0, caw(0, 1500, 2), d, ascWriteError},
+		{"WRITE SAME into a fault", 0, cdb16(ws16, 0, 1500, 8), d[:512], ascWriteError},
+		{"COMPARE AND WRITE on a fault", 0, caw(0, 1500, 2), d[:2048], ascWriteError},
 		{"VERIFY with BYTCHK on a fault", 0, cdb10(byte(api.VERIFY_10), 0x02, 1500, 1), d[:512], ascReadError},
 		// READ hands the mapping to the RNIC, which would fault sending it:
 		// the pages are brought in first, and fail here.
