@@ -228,8 +228,8 @@ func checkResults(t *testing.T, ic *InitiatorConfig, ir, tr Result, log []exchan
 	if ir.Params != mirror(tr.Params) {
 		t.Errorf("params differ:\ninitiator %+v\ntarget    %+v", ir.Params, tr.Params)
 	}
-	if ir.SessionType == SessionNormal && (!ir.Params.RDMAExtensions || tr.Policy == nil) {
-		t.Error("Normal session without RDMAExtensions or policy")
+	if ir.SessionType == SessionNormal && (ir.Params.RDMAExtensions == ic.Traditional || tr.Policy == nil) {
+		t.Errorf("Normal session with RDMAExtensions=%v on a Traditional=%v connection, or without policy", ir.Params.RDMAExtensions, ic.Traditional)
 	}
 	// Every response: ISID and ITT echoed, ExpCmdSN and MaxCmdSN the
 	// window, StatSN counting up, TSIH only in the Final-Response.

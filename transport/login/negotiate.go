@@ -91,7 +91,10 @@ func newNegotiator(r role, offer Params, discovery, leading, traditional bool) *
 	n := &negotiator{role: r, offer: offer, discovery: discovery, leading: leading, traditional: traditional}
 	n.res = Defaults()
 	n.res.MaxRecvDataSegmentLength = offer.MaxRecvDataSegmentLength
-	n.res.MaxOutstandingUnexpectedPDUs = offer.MaxOutstandingUnexpectedPDUs
+	if !traditional {
+		// Without iSER the key is never declared (RFC 7145 section 6.7).
+		n.res.MaxOutstandingUnexpectedPDUs = offer.MaxOutstandingUnexpectedPDUs
+	}
 	switch {
 	case discovery, traditional:
 		n.rdma = rdmaNo
