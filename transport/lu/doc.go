@@ -17,6 +17,12 @@
 // (a plain WRITE in gotgt) are answered ILLEGAL REQUEST, INVALID COMMAND
 // OPERATION CODE. Every other command runs gotgt's implementation.
 //
+// RESERVE and RELEASE (6 and 10) keep SPC-2 reservations per I_T nexus,
+// which the caller names in Task.Nexus, and Execute answers RESERVATION
+// CONFLICT to the commands SPC-2 forbids another nexus; the transport
+// tells the Target of nexus loss and resets (ITNexusLoss,
+// LogicalUnitReset, Reset), which release them (reserve.go).
+//
 // Commands that change blocks (WRITE, WRITE AND VERIFY, WRITE SAME, UNMAP,
 // COMPARE AND WRITE) take a per-LU striped range lock, so COMPARE AND WRITE
 // is atomic against them; READ takes none. An I/O error of the store (a

@@ -3,6 +3,7 @@ package lu
 import (
 	"fmt"
 	"os"
+	"sync/atomic"
 
 	"github.com/ddpstore/ddpstore/blockdev"
 	"github.com/ddpstore/ddpstore/transport/scsi"
@@ -20,6 +21,9 @@ type LU struct {
 	store blockdev.Store
 	data  []byte    // the store's mapping
 	lock  rangeLock // taken by the commands that change blocks
+	// holder is the I_T nexus holding the LU's SPC-2 reservation, nil
+	// when none does (reserve.go).
+	holder atomic.Pointer[Nexus]
 	// paged: the mapping is of a file or device, whose pages can fail to
 	// come in (a disk read error, a file truncated under the LU).
 	paged bool
@@ -53,6 +57,8 @@ func New(id uint64, store blockdev.Store) (*LU, error) {
 	replace(sbc.SCSIDeviceOps, serviceActionIn, scsi.ServiceActionIn16)
 	replace(sbc.SCSIDeviceOps, inquiry, scsi.Inquiry)
 	replace(sbc.SCSIDeviceOps, maintenanceIn, scsi.MaintenanceIn)
+	replace(sbc.SCSIDeviceOps, reserve, scsi.Reserve6, scsi.Reserve10)
+	replace(sbc.SCSIDeviceOps, release, scsi.Release6, scsi.Release10)
 	// gotgt's persistent reservations are broken, and its ORWRITE(16)
 	// writes the data instead of ORing it: both are answered ILLEGAL
 	// REQUEST, INVALID COMMAND OPERATION CODE.

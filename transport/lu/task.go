@@ -24,8 +24,17 @@ type Task struct {
 	in    api.SCSIDataBuffer
 	out   api.SCSIDataBuffer
 	nexus api.ITNexusLuInfo
+	itn   api.ITNexus // carries Nexus to the command functions
 	cdb   [16]byte
 	sense [MaxSense]byte
+
+	// Nexus is the I_T nexus the command comes through, which SPC-2
+	// reservations (RESERVE, RELEASE) are held by and checked against.
+	// The caller sets it before Execute, which does not change it: a
+	// Task record reused for the commands of one session is set once.
+	// transport/target must set it to its session's Nexus (see Nexus
+	// for the zero value, which is what it sets today).
+	Nexus Nexus
 
 	// Status is the SAM status (scsi.Status*).
 	Status byte
@@ -73,6 +82,8 @@ func (t *Target) Execute(task *Task, lun iscsi.LUN, cdb, out, inBuf []byte) {
 	}
 	task.nexus = api.ITNexusLuInfo{}
 	c.ITNexusLuInfo = &task.nexus
+	setNexus(&task.itn, task.Nexus)
+	c.ITNexus = &task.itn
 	lun.Put(c.Lun[:])
 
 	num, err := lun.Number()
@@ -95,6 +106,11 @@ func (t *Target) Execute(task *Task, lun iscsi.LUN, cdb, out, inBuf []byte) {
 		c.Device, ops = l.sl, l.ops
 		task.nexus.Lu = l.sl
 		task.nexus.ID = uint64(num)
+		if l.conflicts(task.Nexus, cdb) {
+			// SPC-2 5.5.1: reserved by another I_T nexus.
+			task.Status = scsi.StatusReservationConflict
+			return
+		}
 	}
 	clear(inBuf)
 	stat := t.perform(c, ops)

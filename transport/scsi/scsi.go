@@ -18,35 +18,41 @@ package scsi
 
 // Operation codes (SPC-4, SBC-3), in the order of their values.
 const (
-	RequestSense         = 0x03 // REQUEST SENSE
-	Read6                = 0x08 // READ(6)
-	Write6               = 0x0a // WRITE(6)
-	Inquiry              = 0x12 // INQUIRY
-	ModeSense6           = 0x1a // MODE SENSE(6)
-	Read10               = 0x28 // READ(10)
-	Write10              = 0x2a // WRITE(10)
-	WriteAndVerify10     = 0x2e // WRITE AND VERIFY(10)
-	Verify10             = 0x2f // VERIFY(10)
-	SynchronizeCache10   = 0x35 // SYNCHRONIZE CACHE(10)
-	WriteSame10          = 0x41 // WRITE SAME(10)
-	Unmap                = 0x42 // UNMAP
-	PersistentReserveIn  = 0x5e // PERSISTENT RESERVE IN
-	PersistentReserveOut = 0x5f // PERSISTENT RESERVE OUT
-	VariableLength       = 0x7f // variable length CDBs
-	Read16               = 0x88 // READ(16)
-	CompareAndWrite      = 0x89 // COMPARE AND WRITE
-	Write16              = 0x8a // WRITE(16)
-	OrWrite16            = 0x8b // ORWRITE(16)
-	WriteAndVerify16     = 0x8e // WRITE AND VERIFY(16)
-	SynchronizeCache16   = 0x91 // SYNCHRONIZE CACHE(16)
-	WriteSame16          = 0x93 // WRITE SAME(16)
-	ServiceActionIn16    = 0x9e // SERVICE ACTION IN(16)
-	ReportLUNs           = 0xa0 // REPORT LUNS
-	MaintenanceIn        = 0xa3 // MAINTENANCE IN
-	MaintenanceOut       = 0xa4 // MAINTENANCE OUT
-	Read12               = 0xa8 // READ(12)
-	Write12              = 0xaa // WRITE(12)
-	WriteAndVerify12     = 0xae // WRITE AND VERIFY(12)
+	TestUnitReady             = 0x00 // TEST UNIT READY
+	RequestSense              = 0x03 // REQUEST SENSE
+	Read6                     = 0x08 // READ(6)
+	Write6                    = 0x0a // WRITE(6)
+	Inquiry                   = 0x12 // INQUIRY
+	Reserve6                  = 0x16 // RESERVE(6) (SPC-2)
+	Release6                  = 0x17 // RELEASE(6) (SPC-2)
+	ModeSense6                = 0x1a // MODE SENSE(6)
+	PreventAllowMediumRemoval = 0x1e // PREVENT ALLOW MEDIUM REMOVAL
+	Read10                    = 0x28 // READ(10)
+	Write10                   = 0x2a // WRITE(10)
+	WriteAndVerify10          = 0x2e // WRITE AND VERIFY(10)
+	Verify10                  = 0x2f // VERIFY(10)
+	SynchronizeCache10        = 0x35 // SYNCHRONIZE CACHE(10)
+	WriteSame10               = 0x41 // WRITE SAME(10)
+	Unmap                     = 0x42 // UNMAP
+	Reserve10                 = 0x56 // RESERVE(10) (SPC-2)
+	Release10                 = 0x57 // RELEASE(10) (SPC-2)
+	PersistentReserveIn       = 0x5e // PERSISTENT RESERVE IN
+	PersistentReserveOut      = 0x5f // PERSISTENT RESERVE OUT
+	VariableLength            = 0x7f // variable length CDBs
+	Read16                    = 0x88 // READ(16)
+	CompareAndWrite           = 0x89 // COMPARE AND WRITE
+	Write16                   = 0x8a // WRITE(16)
+	OrWrite16                 = 0x8b // ORWRITE(16)
+	WriteAndVerify16          = 0x8e // WRITE AND VERIFY(16)
+	SynchronizeCache16        = 0x91 // SYNCHRONIZE CACHE(16)
+	WriteSame16               = 0x93 // WRITE SAME(16)
+	ServiceActionIn16         = 0x9e // SERVICE ACTION IN(16)
+	ReportLUNs                = 0xa0 // REPORT LUNS
+	MaintenanceIn             = 0xa3 // MAINTENANCE IN
+	MaintenanceOut            = 0xa4 // MAINTENANCE OUT
+	Read12                    = 0xa8 // READ(12)
+	Write12                   = 0xaa // WRITE(12)
+	WriteAndVerify12          = 0xae // WRITE AND VERIFY(12)
 )
 
 // Service actions, in the SERVICE ACTION field (CDB octet 1, bits 4-0).
@@ -58,10 +64,11 @@ const (
 
 // Status codes (SAM-5).
 const (
-	StatusGood           = 0x00 // GOOD
-	StatusCheckCondition = 0x02 // CHECK CONDITION
-	StatusBusy           = 0x08 // BUSY
-	StatusTaskSetFull    = 0x28 // TASK SET FULL
+	StatusGood                = 0x00 // GOOD
+	StatusCheckCondition      = 0x02 // CHECK CONDITION
+	StatusBusy                = 0x08 // BUSY
+	StatusReservationConflict = 0x18 // RESERVATION CONFLICT
+	StatusTaskSetFull         = 0x28 // TASK SET FULL
 )
 
 // Sense keys (SPC-4), in the low four bits of sense data octet 2.

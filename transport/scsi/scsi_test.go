@@ -15,11 +15,15 @@ func TestAgreesWithGotgt(t *testing.T) {
 		name        string
 		ours, gotgt int
 	}{
+		{"TestUnitReady", TestUnitReady, int(api.TEST_UNIT_READY)},
 		{"RequestSense", RequestSense, int(api.REQUEST_SENSE)},
 		{"Read6", Read6, int(api.READ_6)},
 		{"Write6", Write6, int(api.WRITE_6)},
 		{"Inquiry", Inquiry, int(api.INQUIRY)},
+		{"Reserve6", Reserve6, int(api.RESERVE)},
+		{"Release6", Release6, int(api.RELEASE)},
 		{"ModeSense6", ModeSense6, int(api.MODE_SENSE)},
+		{"PreventAllowMediumRemoval", PreventAllowMediumRemoval, int(api.ALLOW_MEDIUM_REMOVAL)},
 		{"Read10", Read10, int(api.READ_10)},
 		{"Write10", Write10, int(api.WRITE_10)},
 		{"WriteAndVerify10", WriteAndVerify10, int(api.WRITE_VERIFY)},
@@ -27,6 +31,8 @@ func TestAgreesWithGotgt(t *testing.T) {
 		{"SynchronizeCache10", SynchronizeCache10, int(api.SYNCHRONIZE_CACHE)},
 		{"WriteSame10", WriteSame10, int(api.WRITE_SAME)},
 		{"Unmap", Unmap, int(api.UNMAP)},
+		{"Reserve10", Reserve10, int(api.RESERVE_10)},
+		{"Release10", Release10, int(api.RELEASE_10)},
 		{"PersistentReserveIn", PersistentReserveIn, int(api.PERSISTENT_RESERVE_IN)},
 		{"PersistentReserveOut", PersistentReserveOut, int(api.PERSISTENT_RESERVE_OUT)},
 		{"VariableLength", VariableLength, int(api.VARLEN_CDB)},
@@ -50,6 +56,7 @@ func TestAgreesWithGotgt(t *testing.T) {
 		{"StatusGood", StatusGood, int(api.SAM_STAT_GOOD)},
 		{"StatusCheckCondition", StatusCheckCondition, int(api.SAM_STAT_CHECK_CONDITION)},
 		{"StatusBusy", StatusBusy, int(api.SAM_STAT_BUSY)},
+		{"StatusReservationConflict", StatusReservationConflict, int(api.SAM_STAT_RESERVATION_CONFLICT)},
 		{"StatusTaskSetFull", StatusTaskSetFull, int(api.SAM_STAT_TASK_SET_FULL)},
 
 		{"SenseMediumError", SenseMediumError, int(gscsi.MEDIUM_ERROR)},
