@@ -14,6 +14,7 @@ import (
 	"github.com/ddpstore/ddpstore/config"
 	"github.com/ddpstore/ddpstore/iwarp"
 	"github.com/ddpstore/ddpstore/iwarp/mpa"
+	"github.com/ddpstore/ddpstore/metrics"
 	"github.com/ddpstore/ddpstore/transport/login"
 	"github.com/ddpstore/ddpstore/transport/lu"
 	"github.com/ddpstore/ddpstore/transport/target"
@@ -25,10 +26,18 @@ type daemon struct {
 	log    *log.Entry
 	dev    *iwarp.Device
 	srv    *target.Server
+	obs    *metrics.Target   // counts what srv does, for /metrics and status
+	msrv   *metrics.Server   // the metrics endpoint, or nil
+	ctl    *net.UnixListener // the control socket, or nil
 	failed chan error
 	wg     sync.WaitGroup
 
+	started     time.Time
+	cfgPath     string // the configuration file, for status
+	metricsAddr string
+
 	mu      sync.Mutex
+	cfg     *config.Target     // the configuration in force (reloads replace it)
 	luns    map[lunKey]*openLU // by target and LUN id
 	retired []*openLU          // stores of removed LUs, closed once unregistered
 	nextID  uint64
@@ -49,17 +58,29 @@ type openLU struct {
 	created os.FileInfo // the file open created for the store, or nil
 }
 
-// start opens every store, builds the targets and listens on every portal.
-// When it fails it leaves nothing behind: the listeners it opened and the
-// stores are closed, and the store files it created are removed.
-func start(cfg *config.Target, logger *log.Entry) (*daemon, error) {
-	d := &daemon{log: logger, dev: iwarp.NewDevice(0), failed: make(chan error, 1), luns: map[lunKey]*openLU{}}
+// start opens every store, builds the targets, listens on every portal,
+// and opens the metrics endpoint and the control socket. When it fails it
+// leaves nothing behind: the listeners it opened and the stores are
+// closed, and the store files it created are removed. source names the
+// configuration for status: its file, or "" for the embedded default.
+func start(cfg *config.Target, logger *log.Entry, source string) (*daemon, error) {
+	d := &daemon{log: logger, dev: iwarp.NewDevice(0), failed: make(chan error, 1), luns: map[lunKey]*openLU{},
+		obs: metrics.NewTarget(), cfg: cfg, cfgPath: source, started: time.Now()}
+	if d.cfgPath == "" {
+		d.cfgPath = "(embedded default)"
+	}
 	var lns []*iwarp.Listener
 	started := false
 	defer func() {
 		if !started {
 			for _, l := range lns {
 				l.Close()
+			}
+			if d.msrv != nil {
+				d.msrv.Close()
+			}
+			if d.ctl != nil {
+				d.ctl.Close()
 			}
 			d.dev.Close()
 			d.discard()
@@ -86,12 +107,37 @@ func start(cfg *config.Target, logger *log.Entry) (*daemon, error) {
 	}
 	d.srv, err = target.NewServer(d.dev, target.Config{
 		Exports: exports, Discovery: loginCHAP(cfg.DiscoveryCHAP), Portals: portals,
-		QueueDepth: cfg.Limits.QueueDepth, MaxSessions: cfg.Limits.MaxSessions, Log: logger,
+		QueueDepth: cfg.Limits.QueueDepth, MaxSessions: cfg.Limits.MaxSessions, Log: logger, Observer: d.obs,
 	})
 	if err != nil {
 		return nil, err
 	}
+	d.addLUNs(cfg)
+	if cfg.Metrics.Listen != "" {
+		if d.msrv, err = metrics.Listen(cfg.Metrics.Listen, d.obs.Registry); err != nil {
+			return nil, err
+		}
+		d.metricsAddr = d.msrv.Addr()
+	}
+	// A control socket the file names must open; the default one may be
+	// another daemon's, or not ours to create: then this one runs without.
+	path, explicit := controlPath(cfg)
+	d.ctl, err = listenControl(path)
+	switch {
+	case err != nil && explicit:
+		return nil, fmt.Errorf("control socket %s: %w", path, err)
+	case err != nil:
+		logger.Warnf("ddptarget: no control socket (ddptarget status will not see this daemon): %s: %v; set control.socket", path, err)
+	}
 	started = true
+	if d.ctl != nil {
+		d.wg.Add(1)
+		go func() { defer d.wg.Done(); d.serveControl(d.ctl) }()
+		logger.Infof("ddptarget: control socket %s", d.ctl.Addr())
+	}
+	if d.msrv != nil {
+		logger.Infof("ddptarget: metrics on http://%s/metrics", d.metricsAddr)
+	}
 	for _, ln := range lns {
 		d.wg.Add(1)
 		go func() {
@@ -231,10 +277,26 @@ func (d *daemon) reload(cfg *config.Target) error {
 	if err := d.srv.SetExports(exports); err != nil {
 		return err
 	}
+	d.addLUNs(cfg)
+	d.mu.Lock()
+	next := *cfg // portals, limits, logging, metrics and control stay as started
+	next.Portals, next.Limits, next.Log, next.Metrics, next.Control = d.cfg.Portals, d.cfg.Limits, d.cfg.Log, d.cfg.Metrics, d.cfg.Control
+	d.cfg = &next
+	d.mu.Unlock()
 	// Sessions adopt the new LUN maps within a second; then the stores of
 	// removed LUs are free to close.
 	time.AfterFunc(3*time.Second, func() { d.closeStores(false) })
 	return nil
+}
+
+// addLUNs creates the metrics of cfg's LUNs, so a scrape shows each one
+// from the start.
+func (d *daemon) addLUNs(cfg *config.Target) {
+	for _, t := range cfg.Targets {
+		for _, l := range t.LUNs {
+			d.obs.AddLUN(t.Name, uint64(l.ID))
+		}
+	}
 }
 
 // closeStores syncs and closes retired stores (all stores when all),
@@ -278,8 +340,14 @@ func (d *daemon) discard() {
 
 // shutdown drains the sessions, then syncs and unmaps every store.
 func (d *daemon) shutdown(ctx context.Context) error {
+	if d.ctl != nil {
+		d.ctl.Close() // removes the socket file
+	}
 	err := d.srv.Shutdown(ctx)
 	d.wg.Wait()
+	if d.msrv != nil {
+		d.msrv.Close()
+	}
 	d.dev.Close()
 	d.closeStores(true)
 	if len(d.retired) > 0 {

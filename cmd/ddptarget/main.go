@@ -2,12 +2,15 @@
 //
 //	ddptarget [--config FILE]          run the target daemon
 //	ddptarget --check [--config FILE]  validate and print the effective config
+//	ddptarget status [--json]          what a running daemon serves (its control socket)
 //
 // Without --config it serves the embedded default: one 1 GiB memory LUN on
 // 127.0.0.1:3260. SIGINT and SIGTERM shut down gracefully (in-flight
 // commands finish, sessions close, stores are synced and unmapped); SIGHUP
 // reloads LUNs, ACLs and CHAP from the config file without dropping the
-// sessions the change does not touch.
+// sessions the change does not touch. Under systemd (Type=notify) it sends
+// READY=1 once every portal listens, and RELOADING=1 and STOPPING=1 around
+// reloads and the shutdown.
 package main
 
 import (
@@ -18,11 +21,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/ddpstore/ddpstore/config"
 	log "github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
 )
 
 // Exit codes.
@@ -33,6 +38,7 @@ const (
 )
 
 const usage = `usage: ddptarget [--config FILE] [--check]
+       ddptarget status [--json] [--config FILE | --socket PATH]
 
 ddptarget exports disks (files, block devices, memory) as iSCSI targets over
 iSER, carried by ddpstore's software iWARP RNIC on TCP.
@@ -43,6 +49,10 @@ iSER, carried by ddpstore's software iWARP RNIC on TCP.
   --check        validate the configuration, print it with every default
                  filled in, and exit (0: valid, 2: invalid)
   --help         this text
+
+"ddptarget status" asks the running daemon, over its control socket
+(control.socket, default /run/ddpstore/ddptarget.sock), for its portals,
+targets, LUNs, sessions and I/O counts; see "ddptarget status --help".
 
 Signals: SIGINT/SIGTERM shut down gracefully; SIGHUP reloads LUNs, ACLs and
 CHAP from FILE, keeping the sessions the change does not touch.
@@ -61,6 +71,9 @@ func main() {
 // run is the whole program, with its signals and output injectable for
 // tests.
 func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
+	if len(args) > 0 && args[0] == "status" {
+		return statusCmd(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("ddptarget", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
@@ -96,12 +109,20 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
 		fmt.Fprintf(stderr, "ddptarget: %v\n", err)
 		return exitUsage
 	}
-	d, err := start(cfg, logger)
+	d, err := start(cfg, logger, *path)
 	if err != nil {
 		// One line, like a configuration error: the daemon never ran.
 		fmt.Fprintf(stderr, "ddptarget: %v\n", err)
 		return exitFailed
 	}
+	notify := func(state string) {
+		if err := sdNotify(state); err != nil {
+			logger.Warnf("ddptarget: sd_notify %q: %v", state, err)
+		}
+	}
+	// Every portal listens now: connections wait in the backlog until
+	// their Serve loop takes them.
+	notify(fmt.Sprintf("READY=1\nMAINPID=%d\nSTATUS=serving %d targets on %s", os.Getpid(), len(cfg.Targets), strings.Join(d.addrs, ", ")))
 	for {
 		select {
 		case sig := <-sigs:
@@ -110,18 +131,22 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
 					logger.Warn("ddptarget: SIGHUP ignored: running on the embedded default, no file to reload")
 					continue
 				}
+				notify(fmt.Sprintf("RELOADING=1\nMONOTONIC_USEC=%d", monotonicUsec()))
 				next, err := config.LoadTarget(*path)
 				if err == nil {
 					err = d.reload(next)
 				}
 				if err != nil {
 					logger.Errorf("ddptarget: reload of %s refused, still serving the previous config: %v", *path, err)
+					notify("READY=1\nSTATUS=reload refused, serving the previous configuration")
 				} else {
 					logger.Infof("ddptarget: reloaded %s", *path)
+					notify(fmt.Sprintf("READY=1\nSTATUS=serving %d targets on %s", len(next.Targets), strings.Join(d.addrs, ", ")))
 				}
 				continue
 			}
 			logger.Infof("ddptarget: %v: shutting down", sig)
+			notify("STOPPING=1")
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			err := d.shutdown(ctx)
 			cancel()
@@ -133,10 +158,21 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
 			return exitOK
 		case err := <-d.failed:
 			logger.Errorf("ddptarget: %v", err)
+			notify("STOPPING=1")
 			d.shutdown(context.Background())
 			return exitFailed
 		}
 	}
+}
+
+// monotonicUsec is CLOCK_MONOTONIC in microseconds, which RELOADING=1
+// carries (sd_notify(3)).
+func monotonicUsec() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0
+	}
+	return ts.Sec*1e6 + ts.Nsec/1e3
 }
 
 func load(path string) (*config.Target, error) {

@@ -248,7 +248,7 @@ targets:
 	}
 	l := log.New()
 	l.SetOutput(io.Discard)
-	d, err := start(cfg, log.NewEntry(l))
+	d, err := start(cfg, log.NewEntry(l), "cleanup.yaml")
 	if d != nil || err == nil || err.Error() != "listen "+busy.Addr().String()+": address already in use" {
 		t.Fatalf("start = %v, %v; want nil and the busy portal's error", d, err)
 	}
