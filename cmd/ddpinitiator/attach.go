@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ddpstore/ddpstore/hostdev"
 	"github.com/ddpstore/ddpstore/hostdev/loop"
 	"github.com/ddpstore/ddpstore/hostdev/mount"
 )
@@ -53,32 +54,59 @@ one per line in LUN order, for mkfs and mount:
 
   dev=$(ddpinitiator attach 10.0.0.5) && mkfs.ext4 "$dev" && mount "$dev" /mnt
 
-"ddpinitiator detach /dev/loopN" undoes it. --nbd and --ublk would expose
-the LUN through the kernel's NBD or ublk drivers instead; they say why they
-are not available.
+"ddpinitiator detach /dev/loopN" undoes it.
+
+With --nbd each LUN is instead a kernel NBD device, /dev/nbdN, served by a
+process of its own over a socketpair (no TCP port): flush is SYNCHRONIZE
+CACHE, discard is UNMAP. With --ublk it is a ublk device, /dev/ublkbN.
+"ddpinitiator detach /dev/nbdN" (or /dev/ublkbN) takes it down; the
+process logs out after its last device. On a kernel without the driver
+(nbd.ko, ublk_drv.ko) they say so. --foreground serves the devices in
+this process, logging to stderr, until they are detached or a signal
+takes down those that are not in use.
 
 `
 
-func attachCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
+func attachCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("attach", flag.ContinueOnError)
 	var c common
 	var m mountFlags
-	var nbd, ublk bool
+	var nbd, ublk, foreground bool
 	c.register(fs, true)
 	m.register(fs, false)
-	fs.BoolVar(&nbd, "nbd", false, "expose through an NBD device instead of a loop device (not available)")
-	fs.BoolVar(&ublk, "ublk", false, "expose through a ublk device instead of a loop device (not available)")
+	fs.BoolVar(&nbd, "nbd", false, "expose each LUN as a kernel NBD device (/dev/nbdN) instead of a loop device")
+	fs.BoolVar(&ublk, "ublk", false, "expose each LUN as a ublk device (/dev/ublkbN) instead of a loop device")
+	fs.BoolVar(&foreground, "foreground", false, "with --nbd or --ublk: serve in this process instead of a daemon")
 	portal, _, code, ok := parse(fs, &c, args, stdout, stderr, attachHelp)
 	if !ok {
 		return code
 	}
+	kind := ""
 	switch {
+	case nbd && ublk:
+		fmt.Fprintln(stderr, "ddpinitiator attach: --nbd and --ublk exclude each other")
+		return exitUsage
 	case nbd:
-		fmt.Fprintf(stderr, "ddpinitiator attach: --nbd: %v\n", mount.Unavailable("nbd", "/dev/nbd0"))
-		return exitUsage
+		kind = "nbd"
 	case ublk:
-		fmt.Fprintf(stderr, "ddpinitiator attach: --ublk: %v\n", mount.Unavailable("ublk_drv", "/dev/ublk-control"))
+		kind = "ublk"
+	case foreground:
+		fmt.Fprintln(stderr, "ddpinitiator attach: --foreground goes with --nbd or --ublk")
 		return exitUsage
+	}
+	if kind != "" {
+		k := blockKinds[kind]
+		if k == nil {
+			k = &blockKind{module: "ublk_drv", node: "/dev/ublk-control"}
+		}
+		if err := k.unavailable(); err != nil {
+			fmt.Fprintf(stderr, "ddpinitiator attach: --%s: %v\n", kind, err)
+			return exitUsage
+		}
+		if foreground {
+			return serveBlock(ctx, kind, &c, &m, portal, stdout, stderr)
+		}
+		return attachBlock(kind, &c, &m, args[:len(args)-fs.NArg()], portal, stdout, stderr)
 	}
 	if err := loop.Available(); err != nil {
 		fmt.Fprintf(stderr, "ddpinitiator attach: %v\n", err)
@@ -115,7 +143,7 @@ func attachCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
 // itself and those of the parent command only. A flag's separate value
 // goes with it unless the flag is boolean.
 func withoutFlags(args []string, names ...string) []string {
-	boolean := map[string]bool{"daemon": true, "nbd": true, "ublk": true}
+	boolean := map[string]bool{"daemon": true, "nbd": true, "ublk": true, "foreground": true}
 	var out []string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -131,11 +159,13 @@ func withoutFlags(args []string, names ...string) []string {
 	return out
 }
 
-const detachHelp = `usage: ddpinitiator detach [flags] /dev/loopN
+const detachHelp = `usage: ddpinitiator detach [flags] DEVICE
 
 Detaches a loop device that "ddpinitiator attach" made and, once no loop
-device uses that mount any more, unmounts it and logs out. It refuses while
-the loop device is mounted.
+device uses that mount any more, unmounts it and logs out. DEVICE may
+also be an NBD or ublk device of "attach --nbd" or "--ublk" (/dev/nbdN,
+/dev/ublkbN): it is taken down, and its process logs out after its last
+device. It refuses while the device is mounted.
 
 `
 
@@ -143,11 +173,18 @@ func detachCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("detach", flag.ContinueOnError)
 	var m mountFlags
 	m.register(fs, false)
-	rest, code, ok := parsePlain(fs, args, stdout, stderr, detachHelp, "/dev/loopN")
+	rest, code, ok := parsePlain(fs, args, stdout, stderr, detachHelp, "DEVICE")
 	if !ok {
 		return code
 	}
 	dev := rest[0]
+	if k := kindOf(dev); k != nil {
+		if err := detachBlock(k, m.runDir, dev, stdout); err != nil {
+			fmt.Fprintf(stderr, "ddpinitiator detach: %v\n", err)
+			return exitFailed
+		}
+		return exitOK
+	}
 	file, err := loop.BackingFile(dev)
 	if err != nil {
 		fmt.Fprintf(stderr, "ddpinitiator detach: %v\n", err)
@@ -195,11 +232,19 @@ func statusCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	mounts := mount.List(m.runDir)
-	if len(mounts) == 0 {
+	blocks := listBlockStates(m.runDir)
+	if len(mounts) == 0 && len(blocks) == 0 {
 		fmt.Fprintln(stdout, "no mounts")
 		return exitOK
 	}
 	code := exitOK
+	for _, st := range blocks {
+		state := "served"
+		if !mount.Alive(st.PID) {
+			state, code = "PROCESS GONE", exitFailed
+		}
+		fmt.Fprintf(stdout, "%s: LUN %d of %s at %s, %s, pid %d, %s\n", st.Device, st.LUN, st.Target, st.Portal, hostdev.HumanSize(st.Size), st.PID, state)
+	}
 	for _, st := range mounts {
 		if st.Err != nil {
 			fmt.Fprintf(stderr, "ddpinitiator status: %s: %v\n", st.Path, st.Err)

@@ -141,23 +141,25 @@ func (d *Device) run(ctx context.Context) {
 // until it stays open, for up to DeadConnTimeout.
 func (d *Device) reconnect(ctx context.Context) error {
 	deadline := time.Now().Add(d.opts.DeadConnTimeout)
-	for wait := 10 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+	start := time.Now()
+	for try, wait := 1, 10*time.Millisecond; ; try, wait = try+1, min(2*wait, time.Second) {
 		conn, theirs, err := socketpair()
 		if err != nil {
 			return err
 		}
-		err = d.g.reconfigure(d.Index, theirs)
+		err = d.g.reconfigure(d.Index, theirs, d.opts.Backend)
 		unix.Close(theirs)
 		if err == nil {
 			if err = peerClosed(conn); err == nil {
 				d.mu.Lock()
 				d.conn = conn
 				d.mu.Unlock()
-				d.log.Infof("%s: reconfigured with a new connection", d.Path)
+				d.log.Infof("%s: reconfigured with a new connection (try %d, %v)", d.Path, try, time.Since(start).Round(time.Millisecond))
 				return nil
 			}
 		}
 		conn.Close()
+		d.log.Debugf("%s: reconfiguration, try %d: %v", d.Path, try, err)
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("no new connection taken within %v (last: %v)", d.opts.DeadConnTimeout, err)
 		}

@@ -151,7 +151,7 @@ func (g *genl) request(family uint16, cmd, version uint8, payload []byte) ([][]b
 				return out, nil
 			default:
 				if len(body) >= unix.GENL_HDRLEN {
-					out = append(out, body[unix.GENL_HDRLEN:])
+					out = append(out, append([]byte(nil), body[unix.GENL_HDRLEN:]...)) // buf is read into again
 				}
 			}
 		}
@@ -245,10 +245,14 @@ func (g *genl) connect(c ConnectConfig, fd int) (int, error) {
 	return -1, errors.New("nbd: NBD_CMD_CONNECT answered without the device's index")
 }
 
-// reconfigure hands a device whose socket died a new one.
-func (g *genl) reconfigure(index, fd int) error {
+// reconfigure hands a device whose socket died a new one; backend must
+// be what the device was connected with (the kernel checks it).
+func (g *genl) reconfigure(index, fd int, backend string) error {
 	var a attrs
 	a.u32(attrIndex, uint32(index))
+	if backend != "" {
+		a.str(attrBackend, backend)
+	}
 	a.sockets(fd)
 	if _, err := g.request(g.family, cmdReconfigure, genlVersion, a.b); err != nil {
 		return fmt.Errorf("nbd: NBD_CMD_RECONFIGURE of nbd%d: %w", index, err)
