@@ -11,7 +11,9 @@ import (
 	"syscall"
 
 	"github.com/ddpstore/ddpstore/hostdev/mount"
+	"github.com/ddpstore/ddpstore/metrics"
 	"github.com/ddpstore/ddpstore/transport/initiator"
+	log "github.com/sirupsen/logrus"
 )
 
 const mountHelp = `usage: ddpinitiator mount [flags] [PORTAL] MOUNTPOINT
@@ -27,7 +29,9 @@ waits meanwhile.
 Runs in the foreground, logging to stderr, until SIGINT/SIGTERM or
 "ddpinitiator umount MOUNTPOINT"; with --daemon it returns once the mount
 is ready and serves in the background (log in --log-file). Needs root
-(the mount is made directly, without fusermount).
+(the mount is made directly, without fusermount). In the foreground under
+systemd it sends READY=1 once mounted (dist/systemd/ddpinitiator-mount@.service);
+metrics.listen (--metrics-listen) serves Prometheus metrics of the session.
 
 `
 
@@ -123,7 +127,22 @@ func serveMount(ctx context.Context, c *common, m *mountFlags, portal, dir strin
 			mc.LUNs = append(mc.LUNs, uint16(n))
 		}
 	}
-	s, dev, err := c.dial(ctx, portal, target, initiator.Config{Buffers: mc.Buffers()}, stderr)
+	icfg := initiator.Config{Buffers: mc.Buffers()}
+	if addr := c.cfg.Metrics.Listen; addr != "" {
+		m := metrics.NewInitiator()
+		obs := m.Session(target)
+		for _, n := range mc.LUNs {
+			obs.AddLUN(n)
+		}
+		icfg.Observer = obs
+		msrv, err := metrics.Listen(addr, m.Registry)
+		if err != nil {
+			return fail("%v", err)
+		}
+		defer msrv.Close()
+		log.Infof("metrics on http://%s/metrics", msrv.Addr())
+	}
+	s, dev, err := c.dial(ctx, portal, target, icfg, stderr)
 	if err != nil {
 		return fail("login to %s at %s: %v", target, portal, err)
 	}

@@ -96,6 +96,11 @@ func Serve(ctx context.Context, s *initiator.Session, c Config, stdout io.Writer
 		PrintMounted(stdout, info)
 	}
 	ready.Report(info)
+	if ready == nil { // a daemon child is not the unit's main process: its parent was
+		if err := Notify(fmt.Sprintf("READY=1\nSTATUS=%s of %s mounted on %s", plural(len(info.Files), "LUN"), c.Target, c.Dir)); err != nil {
+			log.Warnf("sd_notify: %v", err)
+		}
+	}
 
 	served := make(chan struct{})
 	go func() { srv.Wait(); close(served) }()
@@ -114,6 +119,9 @@ func Serve(ctx context.Context, s *initiator.Session, c Config, stdout io.Writer
 		break
 	}
 	log.Infof("unmounted %s", c.Dir)
+	if ready == nil {
+		Notify("STOPPING=1")
+	}
 	lctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	switch err := s.Logout(lctx); {
@@ -123,6 +131,13 @@ func Serve(ctx context.Context, s *initiator.Session, c Config, stdout io.Writer
 		log.Warnf("logout: %v", err)
 	}
 	return nil
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // unmountOnSignal unmounts, or says why it cannot and serves on: a busy
