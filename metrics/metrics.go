@@ -225,15 +225,6 @@ func (c *cache[K, V]) add(k K, mk func() *V) *V {
 	return v
 }
 
-// each calls f on every value.
-func (c *cache[K, V]) each(f func(K, *V)) {
-	if m := c.m.Load(); m != nil {
-		for k, v := range *m {
-			f(k, v)
-		}
-	}
-}
-
 func lenOf[K comparable, V any](m *map[K]*V) int {
 	if m == nil {
 		return 0
