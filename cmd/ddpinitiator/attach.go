@@ -96,9 +96,6 @@ func attachCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	if kind != "" {
 		k := blockKinds[kind]
-		if k == nil {
-			k = &blockKind{module: "ublk_drv", node: "/dev/ublk-control"}
-		}
 		if err := k.unavailable(); err != nil {
 			fmt.Fprintf(stderr, "ddpinitiator attach: --%s: %v\n", kind, err)
 			return exitUsage

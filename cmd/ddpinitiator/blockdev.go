@@ -19,6 +19,7 @@ import (
 	"github.com/ddpstore/ddpstore/hostdev/mount"
 	"github.com/ddpstore/ddpstore/hostdev/nbd"
 	"github.com/ddpstore/ddpstore/hostdev/remote"
+	"github.com/ddpstore/ddpstore/hostdev/ublk"
 	"github.com/ddpstore/ddpstore/transport/initiator"
 	log "github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
@@ -71,9 +72,30 @@ var blockKinds = map[string]*blockKind{
 			return nbd.Disconnect(i)
 		},
 	},
+	"ublk": {
+		flag: "--ublk", module: "ublk_drv", node: ublk.ControlPath,
+		name:      regexp.MustCompile(`^ublkb([0-9]+)$`),
+		available: ublk.Available,
+		attach: func(ctx context.Context, s *initiator.Session, d *remote.Disk, inFlight int, _ string, l *log.Entry) (blockDevice, error) {
+			dev, err := ublk.Attach(ctx, nbd.NewLUN(s, d), ublk.Options{QueueDepth: inFlight, Log: l})
+			if err != nil {
+				return nil, err
+			}
+			return ublkDevice{dev}, nil
+		},
+		stop: func(dev string) error {
+			m := regexp.MustCompile(`^ublkb([0-9]+)$`).FindStringSubmatch(filepath.Base(dev))
+			i, _ := strconv.Atoi(m[1])
+			return ublk.Stop(i)
+		},
+	},
 }
 
 type nbdDevice struct{ *nbd.Device }
+
+type ublkDevice struct{ *ublk.Device }
+
+func (d ublkDevice) Path() string { return d.Device.Path }
 
 func (d nbdDevice) Path() string { return d.Device.Path }
 

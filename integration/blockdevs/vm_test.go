@@ -31,6 +31,9 @@ var guestModules = []string{"ext4"}
 // TestNBD boots the guest once and runs TestGuestNBD there.
 func TestNBD(t *testing.T) { runGuest(t, "TestGuestNBD", "nbd") }
 
+// TestUblk boots the guest once and runs TestGuestUblk there.
+func TestUblk(t *testing.T) { runGuest(t, "TestGuestUblk", "ublk_drv") }
+
 // runGuest builds what the guest needs, boots it with module loaded and
 // runs the guest test named test, which must pass there.
 func runGuest(t *testing.T, test, module string) {

@@ -1,0 +1,320 @@
+package ublk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/ddpstore/ddpstore/hostdev/nbd"
+	log "github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+)
+
+// ControlPath is ublk's control device.
+const ControlPath = "/dev/ublk-control"
+
+// Options are how Attach sets a device up.
+type Options struct {
+	// QueueDepth is the requests the kernel may have in flight (tags of
+	// the one queue); the session's queue depth. 1..4096, default 64.
+	QueueDepth int
+	// MaxIO is the largest request in octets (max_sectors), the size of
+	// each tag's buffer; default 512 KiB.
+	MaxIO int
+	Log   *log.Entry
+}
+
+// Device is a ublk block device, /dev/ublkbN, served by this process:
+// one queue whose thread issues FETCH_REQ and COMMIT_AND_FETCH_REQ on
+// /dev/ublkcN through its own io_uring. Data is copied: the kernel copies
+// a write's data into the tag's buffer before handing the request over
+// and a read's data out of it after the commit; between that buffer and
+// the session's registered slots this process copies once more.
+type Device struct {
+	ID   int
+	Path string // /dev/ublkbN
+
+	lun  *nbd.LUN
+	opts Options
+	log  *log.Entry
+
+	cdev  int
+	descs []byte
+	bufs  []byte
+
+	done chan struct{}
+	err  error
+}
+
+// control is /dev/ublk-control with a ring to send it commands.
+type control struct {
+	mu sync.Mutex
+	fd int
+	r  *ring
+	// page is what a command's buffer is copied through: memory outside
+	// the Go heap and stacks, whose address the kernel may keep using
+	// while the command runs.
+	page []byte
+}
+
+func openControl() (*control, error) {
+	fd, err := unix.Open(ControlPath, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: ControlPath, Err: err}
+	}
+	r, err := newRing(4)
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	page, err := unix.Mmap(-1, 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		r.close()
+		unix.Close(fd)
+		return nil, err
+	}
+	return &control{fd: fd, r: r, page: page}, nil
+}
+
+func (c *control) close() {
+	c.r.close()
+	unix.Close(c.fd)
+	unix.Munmap(c.page)
+}
+
+// cmd sends one control command and waits for its result. buf is the
+// command's buffer, in and out (its address and length go in the
+// command).
+func (c *control) cmd(op uint32, cc CtrlCmd, buf []byte) (int32, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(buf) > 0 {
+		copy(c.page, buf)
+		defer copy(buf, c.page)
+		cc.Addr = uint64(uintptr(unsafe.Pointer(&c.page[0])))
+		cc.Len = uint16(len(buf))
+	}
+	var b [CtrlCmdLen]byte
+	e, err := c.r.sqe()
+	if err != nil {
+		return 0, err
+	}
+	putCmd(e, c.fd, op, uint64(op), cc.Encode(b[:]))
+	if err := c.r.enter(1); err != nil {
+		return 0, err
+	}
+	var res int32
+	for c.r.reap(func(_ uint64, r int32) { res = r }) == 0 {
+		if err := c.r.enter(1); err != nil {
+			return 0, err
+		}
+	}
+	if res < 0 {
+		return res, unix.Errno(-res)
+	}
+	return res, nil
+}
+
+func cmdName(op uint32) string {
+	switch op {
+	case CmdAddDev:
+		return "ADD_DEV"
+	case CmdDelDev:
+		return "DEL_DEV"
+	case CmdStartDev:
+		return "START_DEV"
+	case CmdStopDev:
+		return "STOP_DEV"
+	case CmdSetParams:
+		return "SET_PARAMS"
+	}
+	return fmt.Sprintf("command %#x", op)
+}
+
+// Available says whether the kernel has ublk (ublk_drv loaded).
+func Available() error {
+	if _, err := os.Stat(ControlPath); err != nil {
+		return err
+	}
+	c, err := openControl()
+	if err != nil {
+		return err
+	}
+	c.close()
+	return nil
+}
+
+// Stop stops device id, whoever serves it (STOP_DEV): the block device
+// goes away, its queues are aborted, and the serving process deletes it.
+func Stop(id int) error {
+	c, err := openControl()
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	if _, err := c.cmd(CmdStopDev, CtrlCmd{DevID: uint32(id), QueueID: 0xffff}, nil); err != nil {
+		return fmt.Errorf("ublk: STOP_DEV of ublkb%d: %w", id, err)
+	}
+	return nil
+}
+
+func shift(n int) uint8 {
+	s := uint8(0)
+	for 1<<s < n {
+		s++
+	}
+	return s
+}
+
+// Attach adds a ublk device for lun and serves it until it is stopped
+// (Disconnect here, or Stop from any process).
+func Attach(ctx context.Context, lun *nbd.LUN, o Options) (*Device, error) {
+	if o.QueueDepth <= 0 {
+		o.QueueDepth = 64
+	}
+	o.QueueDepth = min(o.QueueDepth, MaxQueueDepth)
+	if o.MaxIO <= 0 {
+		o.MaxIO = 512 << 10
+	}
+	page := os.Getpagesize()
+	o.MaxIO = (o.MaxIO + page - 1) / page * page
+	if o.Log == nil {
+		o.Log = log.NewEntry(log.StandardLogger())
+	}
+	bs := lun.BlockSize()
+	if bs < 512 || bs > page {
+		return nil, fmt.Errorf("ublk: a %d-octet logical block is outside 512..%d", bs, page)
+	}
+	c, err := openControl()
+	if err != nil {
+		return nil, err
+	}
+	info := make([]byte, DevInfoLen)
+	DevInfo{NrHWQueues: 1, QueueDepth: uint16(o.QueueDepth), MaxIOBufBytes: uint32(o.MaxIO), DevID: ^uint32(0)}.Encode(info)
+	if _, err := c.cmd(CmdAddDev, CtrlCmd{DevID: ^uint32(0), QueueID: 0xffff}, info); err != nil {
+		c.close()
+		return nil, fmt.Errorf("ublk: ADD_DEV: %w", err)
+	}
+	di, _ := ParseDevInfo(info)
+	d := &Device{ID: int(di.DevID), Path: fmt.Sprintf("/dev/ublkb%d", di.DevID), lun: lun, opts: o, log: o.Log,
+		cdev: -1, done: make(chan struct{})}
+	fail := func(err error) (*Device, error) {
+		d.release()
+		if _, derr := c.cmd(CmdDelDev, CtrlCmd{DevID: di.DevID, QueueID: 0xffff}, nil); derr != nil {
+			o.Log.Warnf("ublk: DEL_DEV of ublkb%d after a failed start: %v", di.DevID, derr)
+		}
+		c.close()
+		return nil, err
+	}
+	p := Params{
+		Types:          ParamTypeBasic | ParamTypeDiscard,
+		Attrs:          AttrVolatileCache | AttrFUA,
+		LogicalBSShift: shift(bs), PhysicalBSShift: shift(bs), IOMinShift: shift(bs),
+		MaxSectors: uint32(o.MaxIO >> 9),
+		DevSectors: uint64(lun.Size() >> 9),
+		// Discard and write zeroes: one range per request, as 6.1
+		// requires, of up to 1 GiB; the LUN splits them into commands.
+		DiscardGranularity: uint32(bs), MaxDiscardSectors: 1 << 21, MaxWriteZeroesSectors: 1 << 21, MaxDiscardSegments: 1,
+	}
+	if lun.ReadOnly() {
+		p.Attrs |= AttrReadOnly
+	}
+	params := p.Encode(make([]byte, ParamsLen))
+	if _, err := c.cmd(CmdSetParams, CtrlCmd{DevID: di.DevID, QueueID: 0xffff}, params); err != nil {
+		return fail(fmt.Errorf("ublk: SET_PARAMS: %w", err))
+	}
+	cpath := fmt.Sprintf("/dev/ublkc%d", di.DevID)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		d.cdev, err = unix.Open(cpath, unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err == nil || !errors.Is(err, unix.ENOENT) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		return fail(&os.PathError{Op: "open", Path: cpath, Err: err})
+	}
+	descLenAll := (o.QueueDepth*descLen + page - 1) / page * page
+	if d.descs, err = unix.Mmap(d.cdev, 0, descLenAll, unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE); err != nil {
+		return fail(fmt.Errorf("ublk: mmap of %s's descriptors: %w", cpath, err))
+	}
+	if d.bufs, err = unix.Mmap(-1, 0, o.QueueDepth*o.MaxIO, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil {
+		return fail(fmt.Errorf("ublk: I/O buffers: %w", err))
+	}
+	q := &queue{d: d, lun: lun, ctx: context.WithoutCancel(ctx)}
+	started := make(chan error, 1)
+	queueDone := make(chan struct{})
+	go func() {
+		defer close(queueDone)
+		q.run(started)
+	}()
+	if err := <-started; err != nil {
+		<-queueDone
+		return fail(err)
+	}
+	// START_DEV waits for every tag's FETCH_REQ, then adds the disk,
+	// whose partition scan the queue already serves.
+	if _, err := c.cmd(CmdStartDev, CtrlCmd{DevID: di.DevID, QueueID: 0xffff, Data: [2]uint64{uint64(os.Getpid())}}, nil); err != nil {
+		c.cmd(CmdStopDev, CtrlCmd{DevID: di.DevID, QueueID: 0xffff}, nil)
+		<-queueDone
+		return fail(fmt.Errorf("ublk: START_DEV: %w", err))
+	}
+	go func() {
+		<-queueDone
+		d.err = q.err
+		d.release()
+		if _, err := c.cmd(CmdDelDev, CtrlCmd{DevID: di.DevID, QueueID: 0xffff}, nil); err != nil && d.err == nil {
+			d.err = fmt.Errorf("ublk: DEL_DEV: %w", err)
+		}
+		c.close()
+		close(d.done)
+	}()
+	return d, nil
+}
+
+// release gives back what refers to /dev/ublkcN, so that DEL_DEV, which
+// waits for its last user, can finish.
+func (d *Device) release() {
+	if d.descs != nil {
+		unix.Munmap(d.descs)
+		d.descs = nil
+	}
+	if d.cdev >= 0 {
+		unix.Close(d.cdev)
+		d.cdev = -1
+	}
+	if d.bufs != nil {
+		unix.Munmap(d.bufs)
+		d.bufs = nil
+	}
+}
+
+// Done is closed once the device is deleted.
+func (d *Device) Done() <-chan struct{} { return d.done }
+
+// Err is why serving ended: nil for a stop.
+func (d *Device) Err() error {
+	<-d.done
+	return d.err
+}
+
+// Disconnect stops the device (STOP_DEV) and waits until it is deleted.
+func (d *Device) Disconnect(timeout time.Duration) error {
+	if err := Stop(d.ID); err != nil {
+		select {
+		case <-d.done:
+			return d.err
+		default:
+		}
+		return err
+	}
+	select {
+	case <-d.done:
+		return d.err
+	case <-time.After(timeout):
+		return fmt.Errorf("%s: not deleted %v after STOP_DEV", d.Path, timeout)
+	}
+}
