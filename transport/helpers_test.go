@@ -3,6 +3,7 @@ package transport_test
 import (
 	"context"
 	"encoding/binary"
+	"net"
 	"testing"
 	"time"
 
@@ -26,7 +27,9 @@ type rig struct {
 	dev  *iwarp.Device
 	srv  *target.Server
 	addr string
-	luns map[uint16]*lu.LU
+	// tcpAddr is the iSCSI/TCP portal's address (rigOpts.tcp).
+	tcpAddr string
+	luns    map[uint16]*lu.LU
 }
 
 type rigOpts struct {
@@ -36,6 +39,7 @@ type rigOpts struct {
 	chap       *login.CHAP
 	discovery  *login.CHAP
 	cfg        target.Config
+	tcp        bool // serve iSCSI over TCP too, on its own portal
 }
 
 func quietLog() *log.Entry {
@@ -86,12 +90,24 @@ func newRig(t testing.TB, o rigOpts) *rig {
 	if r.srv, err = target.NewServer(r.dev, cfg); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
+	done := make(chan error, 2)
 	go func() { done <- r.srv.Serve(l) }()
+	serving := 1
+	if o.tcp {
+		tl, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.tcpAddr = tl.Addr().String()
+		serving++
+		go func() { done <- r.srv.ServeTCP(tl) }()
+	}
 	t.Cleanup(func() {
 		r.srv.Close()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
+		for i := 0; i < serving; i++ {
+			if err := <-done; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
 		}
 		r.dev.Close()
 	})

@@ -36,7 +36,9 @@ type conn struct {
 	info atomic.Pointer[SessionInfo]
 	tr   transport
 	wake chan bool // true: work for idle; closed: stop
-	once sync.Once
+	// hangup, when the transport sets it (under asyncMu), ends a
+	// connection whose loop may be blocked in a write; stop calls it.
+	hangup func()
 
 	// Slow commands run on goroutines of their own (runAsync) and queue
 	// their task here when done; workers counts them, so nothing is freed
@@ -44,7 +46,7 @@ type conn struct {
 	asyncMu    sync.Mutex
 	asyncDone  []int32
 	asyncSpare []int32
-	stopped    bool // wake is closed (under asyncMu)
+	stopped    bool // stop was called: wake is closed once made (under asyncMu)
 	running    int  // slow commands started and not yet taken back (the connection's own count)
 	workers    sync.WaitGroup
 
@@ -52,6 +54,7 @@ type conn struct {
 	ffp                  bool
 	res                  login.Result
 	tgt                  *lu.Target // nil in a discovery session
+	nexus                lu.Nexus   // the session's I_T nexus (reservations)
 	closing              bool       // the last PDU is queued: disconnect when sent
 	closeWhy             error
 	immediate            bool // ImmediateData=Yes
@@ -75,14 +78,18 @@ type conn struct {
 }
 
 func (c *conn) stop() {
-	c.once.Do(func() {
-		c.asyncMu.Lock()
-		defer c.asyncMu.Unlock()
-		if c.wake != nil {
-			c.stopped = true
-			close(c.wake)
-		}
-	})
+	c.asyncMu.Lock()
+	defer c.asyncMu.Unlock()
+	if c.stopped {
+		return
+	}
+	c.stopped = true
+	if c.wake != nil {
+		close(c.wake)
+	}
+	if c.hangup != nil {
+		c.hangup()
+	}
 }
 
 // wakeUp makes the loop call Idle soon; a wake already pending will do.
@@ -107,6 +114,9 @@ func (c *conn) start(tr transport) <-chan bool {
 	c.tr = tr
 	c.asyncMu.Lock()
 	c.wake = make(chan bool, 1)
+	if c.stopped { // stopped before it started
+		close(c.wake)
+	}
 	c.asyncMu.Unlock()
 	c.init()
 	return c.wake
@@ -114,6 +124,10 @@ func (c *conn) start(tr transport) <-chan bool {
 
 // ended logs why the connection's loop ended, err, and ends the session.
 func (c *conn) ended(err error) {
+	if c.tgt != nil && c.nexus != 0 {
+		// The I_T nexus is gone: release its reservations (SAM-5).
+		c.tgt.ITNexusLoss(c.nexus)
+	}
 	if c.ffp && c.obs != nil {
 		c.obs.Session(c.res.SessionType, -1)
 	}
@@ -146,21 +160,22 @@ func (c *conn) init() {
 	c.depth = uint32(cfg.QueueDepth)
 	c.lastRx = time.Now()
 	offer := login.Defaults()
-	c.tr.offer(&offer)
 	offer.InitialR2T = true
 	offer.ImmediateData = true
 	offer.FirstBurstLength = uint32(cfg.FirstBurst)
 	offer.MaxBurstLength = uint32(cfg.MaxBurst)
 	offer.TargetRecvDataSegmentLength = uint32(cfg.RecvDataSegment)
 	offer.MaxOutstandingUnexpectedPDUs = extraTasks / 2
-	c.lt = login.NewTarget(&login.TargetConfig{
+	tc := &login.TargetConfig{
 		Lookup:     c.srv.lookup,
 		Discovery:  cfg.Discovery,
 		Offer:      offer,
 		QueueDepth: uint32(cfg.QueueDepth),
 		TPGT:       1,
 		NewTSIH:    c.srv.nextTSIH,
-	})
+	}
+	c.tr.loginConfig(tc)
+	c.lt = login.NewTarget(tc)
 }
 
 func (s *Server) lookup(name string) *login.TargetPolicy { return s.ex.Load().policies[name] }
@@ -217,8 +232,10 @@ func (c *conn) received(bhs iscsi.BHS, data []byte) error {
 	case iscsi.OpLoginReq:
 		return c.reject(bhs, iscsi.RejectProtocolError)
 	case iscsi.OpSCSIDataOut, iscsi.OpSNACKReq:
-		// iSER moves solicited data by RDMA Read and has no SNACK
-		// (RFC 7145 section 7.3.5).
+		// Over iSER solicited data moves by RDMA Read and there is no
+		// SNACK (RFC 7145 section 7.3.5); over TCP the transport takes
+		// the Data-Out PDUs that answer its R2Ts, and SNACK needs an
+		// ErrorRecoveryLevel above 0.
 		return c.reject(bhs, iscsi.RejectProtocolError)
 	}
 	return c.reject(bhs, iscsi.RejectCommandNotSupported)
@@ -259,6 +276,7 @@ func (c *conn) login(bhs iscsi.BHS, data []byte) error {
 	if c.res.SessionType == "Normal" {
 		ex := c.srv.ex.Load()
 		c.gen = ex.gen
+		c.nexus = lu.Nexus(c.srv.nexus.Add(1))
 		if err := c.useTarget(ex.targets[c.res.TargetName]); err != nil {
 			return c.drop(err)
 		}

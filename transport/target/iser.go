@@ -89,7 +89,7 @@ func (c *conn) serveISER(req *iwarp.ConnRequest) {
 
 func (t *iserTransport) name() string { return "iser" }
 
-func (t *iserTransport) offer(p *login.Params) { p.RDMAExtensions = true }
+func (t *iserTransport) loginConfig(tc *login.TargetConfig) { tc.Offer.RDMAExtensions = true }
 
 func (t *iserTransport) negotiated(p login.Params) {
 	t.solicitedOnly = p.TaggedBufferForSolicitedDataOnly || !p.TaggedBufferDeclared

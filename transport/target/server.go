@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -127,10 +128,11 @@ type Server struct {
 	ex       atomic.Pointer[exports]
 	draining atomic.Bool
 	tsih     atomic.Uint32
+	nexus    atomic.Uint64 // the last I_T nexus number given to a session
 
 	mu        sync.Mutex
 	conns     map[*conn]struct{}
-	listeners map[*iwarp.Listener]struct{}
+	listeners map[io.Closer]struct{}
 	closed    bool
 	wg        sync.WaitGroup
 }
@@ -140,7 +142,7 @@ func NewServer(dev *iwarp.Device, cfg Config) (*Server, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	s := &Server{dev: dev, cfg: cfg, conns: map[*conn]struct{}{}, listeners: map[*iwarp.Listener]struct{}{}}
+	s := &Server{dev: dev, cfg: cfg, conns: map[*conn]struct{}{}, listeners: map[io.Closer]struct{}{}}
 	s.ex.Store(newExports(0, cfg.Exports))
 	return s, nil
 }
@@ -181,9 +183,21 @@ func (s *Server) SetExports(list []Export) error {
 	return nil
 }
 
-// Serve accepts connections on l until l or the server is closed. It
-// returns nil after Close.
+// Serve accepts iSER connections on l until l or the server is closed.
+// It returns nil after Close.
 func (s *Server) Serve(l *iwarp.Listener) error {
+	return s.serve(l, func() (func(*conn), string, func(), error) {
+		req, err := l.Accept(context.Background())
+		if err != nil {
+			return nil, "", nil, err
+		}
+		return func(c *conn) { c.serveISER(req) }, req.RemoteAddr.String(), func() { req.Reject(nil) }, nil
+	}, "iser")
+}
+
+// serve runs a listener's accept loop: accept returns how to serve the
+// next connection, its peer's address, and how to refuse it.
+func (s *Server) serve(l io.Closer, accept func() (serve func(*conn), peer string, refuse func(), err error), transport string) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -193,7 +207,7 @@ func (s *Server) Serve(l *iwarp.Listener) error {
 	s.listeners[l] = struct{}{}
 	s.mu.Unlock()
 	for {
-		req, err := l.Accept(context.Background())
+		serve, peer, refuse, err := accept()
 		if err != nil {
 			s.mu.Lock()
 			closed := s.closed || s.draining.Load()
@@ -204,26 +218,27 @@ func (s *Server) Serve(l *iwarp.Listener) error {
 			}
 			return err
 		}
-		s.accept(req)
+		s.start(serve, peer, refuse, transport)
 	}
 }
 
-// accept starts the connection of req on its own goroutine.
-func (s *Server) accept(req *iwarp.ConnRequest) {
+// start serves a new connection on its own goroutine, unless the server
+// is closing or at its limit.
+func (s *Server) start(serve func(*conn), peer string, refuse func(), transport string) {
 	s.mu.Lock()
 	if s.closed || s.draining.Load() {
 		s.mu.Unlock()
-		req.Reject(nil)
+		refuse()
 		return
 	}
 	if len(s.conns) >= s.cfg.MaxSessions {
 		s.mu.Unlock()
-		s.cfg.Log.Warnf("target: refusing %s: already %d sessions (max_sessions)", req.RemoteAddr, s.cfg.MaxSessions)
-		req.Reject(nil)
+		s.cfg.Log.Warnf("target: refusing %s: already %d sessions (max_sessions)", peer, s.cfg.MaxSessions)
+		refuse()
 		return
 	}
-	c := &conn{srv: s, log: s.cfg.Log.WithField("peer", req.RemoteAddr.String())}
-	c.info.Store(&SessionInfo{Peer: req.RemoteAddr.String(), Transport: "iser", Since: time.Now()})
+	c := &conn{srv: s, log: s.cfg.Log.WithField("peer", peer)}
+	c.info.Store(&SessionInfo{Peer: peer, Transport: transport, Since: time.Now()})
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
@@ -233,7 +248,7 @@ func (s *Server) accept(req *iwarp.ConnRequest) {
 			c.obs.Connection(1)
 			defer c.obs.Connection(-1)
 		}
-		c.serveISER(req)
+		serve(c)
 		s.mu.Lock()
 		delete(s.conns, c)
 		s.mu.Unlock()

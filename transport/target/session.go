@@ -165,11 +165,17 @@ func (c *conn) taskMgmt(bhs iscsi.BHS) error {
 				c.abort(int32(i))
 			}
 		}
+		if fn == iscsi.TMFLUNReset {
+			c.tgt.LogicalUnitReset(n) // and its reservation (SPC-2 5.5.1)
+		}
 	case iscsi.TMFTargetWarmReset:
 		for i := range c.tasks {
 			if t := &c.tasks[i]; t.state != stFree && t.state != stSent {
 				c.abort(int32(i))
 			}
+		}
+		if c.tgt != nil {
+			c.tgt.Reset()
 		}
 	default:
 		resp = iscsi.TMFNotSupported

@@ -22,9 +22,9 @@ import (
 type transport interface {
 	// name is the transport's name in logs and SessionInfo.
 	name() string
-	// offer adjusts the login keys the target offers for this transport
-	// (RDMAExtensions for iSER).
-	offer(p *login.Params)
+	// loginConfig adjusts the login for this transport: the mode
+	// (Traditional or iSER) and the keys it offers.
+	loginConfig(tc *login.TargetConfig)
 	// negotiated is told the parameters the login settled on.
 	negotiated(p login.Params)
 

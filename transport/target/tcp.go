@@ -1,0 +1,545 @@
+package target
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ddpstore/ddpstore/iwarp/mem"
+	"github.com/ddpstore/ddpstore/transport/iscsi"
+	"github.com/ddpstore/ddpstore/transport/login"
+	"github.com/ddpstore/ddpstore/transport/lu"
+)
+
+// tcpTransport carries a session over one TCP connection as RFC 7143
+// defines iSCSI ("traditional" mode, beside iSER): every PDU on the byte
+// stream, with header and data digests when negotiated (section 13.1);
+// read data in SCSI Data-In PDUs (section 11.7.2) of at most the
+// initiator's MaxRecvDataSegmentLength; write data beyond the immediate
+// data solicited burst by burst with R2Ts (section 11.8) and taken from
+// the SCSI Data-Out PDUs that answer them (section 11.7.1), straight into
+// the staging region.
+//
+// A reader goroutine parses the stream: Data-Out data it reads in place,
+// every other PDU into one of a ring of receive buffers that it hands to
+// the connection's goroutine, which runs the session core and writes PDUs
+// with writev.
+type tcpTransport struct {
+	c  *conn
+	nc net.Conn
+
+	stage *mem.Mapping
+	slots [][]byte // send buffers, from the BHS
+	done  []int    // slots written whose sent the loop has yet to call
+
+	// Receive side. The reader owns the socket's read half; rbufs[i] is
+	// the reader's between a take from free and a send on rx, the loop's
+	// after.
+	rbufs    [][]byte
+	free     chan int
+	rx       chan tcpRx
+	loginAck chan struct{}
+	quit     chan struct{}
+	readDone chan struct{}
+	maxRecv  int // the longest data segment accepted
+
+	hdrDigest, dataDigest atomic.Bool
+
+	// xf is each task's write data solicitation. The burst fields are
+	// read and advanced by the reader under mu; the rest is the loop's.
+	mu sync.Mutex
+	xf []tcpTask
+
+	peerMaxSeg  uint32 // the initiator's MaxRecvDataSegmentLength
+	iov         net.Buffers
+	iovs        [][]byte
+	hdrs        []byte // Data-In and R2T headers (and their digests) of one write
+	zero        [8]byte
+	extendedAt  time.Time
+	disconnects bool
+}
+
+// tcpTask is one task's R2T state (section 11.8).
+type tcpTask struct {
+	itt   uint32
+	lun   iscsi.LUN
+	gen   uint16
+	r2tsn uint32
+	queue []tcpBurst // bursts fetch asked for, not yet solicited
+	// The solicited burst, under mu.
+	active bool
+	ttt    uint32
+	burst  tcpBurst
+	got    uint32 // octets of it received
+	dataSN uint32 // the next Data-Out's DataSN
+}
+
+// tcpBurst is a span of write data: octets [off, off+n) of the command's
+// data, for staging()[dst:].
+type tcpBurst struct {
+	dst    int
+	off, n uint32
+}
+
+// tcpRx is what the reader hands the loop.
+type tcpRx struct {
+	kind int
+	buf  int   // rxPDU: receive buffer
+	n    int   // rxPDU: BHS and data segment octets in it
+	ti   int32 // rxBurst: the task whose burst is in
+	err  error // rxEnd
+}
+
+const (
+	rxPDU = iota
+	rxBurst
+	rxEnd
+)
+
+// serveTCP runs an iSCSI/TCP connection from accept to its end.
+func (c *conn) serveTCP(nc net.Conn) {
+	cfg := &c.srv.cfg
+	n := cfg.QueueDepth + extraTasks
+	stage, err := mem.AnonymousLazy(cfg.Staging)
+	if err != nil {
+		c.log.Errorf("target: connection resources: %v", err)
+		nc.Close()
+		return
+	}
+	t := &tcpTransport{c: c, nc: nc, stage: stage,
+		maxRecv: max(cfg.RecvDataSegment, loginData), free: make(chan int, n), rx: make(chan tcpRx, n+2),
+		loginAck: make(chan struct{}), quit: make(chan struct{}), readDone: make(chan struct{}),
+		xf: make([]tcpTask, n), peerMaxSeg: loginData}
+	for i := 0; i < n; i++ {
+		t.slots = append(t.slots, make([]byte, iscsi.BHSLen+loginData+4))
+		t.rbufs = append(t.rbufs, make([]byte, iscsi.BHSLen+t.maxRecv+8))
+		t.free <- i
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	c.asyncMu.Lock()
+	c.hangup = func() { nc.Close() }
+	c.asyncMu.Unlock()
+	wake := c.start(t)
+	go t.read()
+	tick := time.NewTicker(time.Second)
+	err = t.loop(wake, tick.C)
+	tick.Stop()
+	close(t.quit)
+	nc.Close()
+	<-t.readDone
+	c.workers.Wait() // a slow command still running uses the LU
+	stage.Close()
+	c.ended(err)
+}
+
+// loop runs the session core on what the reader delivers, the wake-ups of
+// slow commands and the ticker, until the connection ends.
+func (t *tcpTransport) loop(wake <-chan bool, tick <-chan time.Time) error {
+	c := t.c
+	for {
+		var err error
+		select {
+		case m := <-t.rx:
+			switch m.kind {
+			case rxPDU:
+				b := t.rbufs[m.buf][:m.n]
+				bhs := iscsi.BHS(b[:iscsi.BHSLen])
+				err = c.received(bhs, b[iscsi.BHSLen:])
+				t.free <- m.buf
+				if bhs.Opcode() == iscsi.OpLoginReq {
+					t.loginAck <- struct{}{}
+				}
+			case rxBurst:
+				if err = t.solicit(m.ti); err == nil {
+					c.fetched(m.ti, true)
+				}
+			case rxEnd:
+				if t.disconnects || errors.Is(m.err, io.EOF) && c.closing {
+					return nil
+				}
+				return m.err
+			}
+		case w := <-wake:
+			if !w {
+				return errStopped
+			}
+		case <-tick:
+		}
+		if err == nil {
+			err = t.flushDone()
+		}
+		if err == nil {
+			err = c.idle()
+		}
+		if err == nil {
+			err = t.flushDone()
+		}
+		if err != nil {
+			return err
+		}
+		if t.disconnects {
+			// Every PDU is written: close our half; the initiator closes
+			// its own and the reader sees the end.
+			if tc, ok := t.nc.(*net.TCPConn); ok {
+				tc.CloseWrite()
+			} else {
+				t.nc.Close()
+			}
+		}
+	}
+}
+
+// flushDone reports the written slots to the core.
+func (t *tcpTransport) flushDone() error {
+	for len(t.done) > 0 {
+		d := t.done
+		t.done = t.done[:0]
+		for _, s := range d {
+			t.c.sent(s)
+		}
+	}
+	return nil
+}
+
+// read parses the stream until it ends, handing PDUs to the loop.
+func (t *tcpTransport) read() {
+	defer close(t.readDone)
+	var hdr [iscsi.BHSLen + iscsi.DigestLen]byte
+	var tail [8]byte
+	end := func(err error) {
+		select {
+		case t.rx <- tcpRx{kind: rxEnd, err: err}:
+		case <-t.quit:
+		}
+	}
+	for {
+		hl := iscsi.BHSLen
+		if t.hdrDigest.Load() {
+			hl += iscsi.DigestLen
+		}
+		if _, err := io.ReadFull(t.nc, hdr[:hl]); err != nil {
+			end(err)
+			return
+		}
+		bhs := iscsi.BHS(hdr[:iscsi.BHSLen])
+		if hl > iscsi.BHSLen && iscsi.Digest(bhs) != iscsi.GetDigest(hdr[iscsi.BHSLen:]) {
+			end(fmt.Errorf("%w: header digest error (%v)", errProtocol, bhs.Opcode()))
+			return
+		}
+		if _, err := iscsi.Parse(bhs); err != nil {
+			end(fmt.Errorf("%w: %v", errProtocol, err))
+			return
+		}
+		if bhs.TotalAHSLength() != 0 {
+			end(fmt.Errorf("%w: %v with %d words of AHS", errProtocol, bhs.Opcode(), bhs.TotalAHSLength()))
+			return
+		}
+		dsl := int(bhs.DataSegmentLength())
+		if dsl > t.maxRecv {
+			end(fmt.Errorf("%w: %v with a data segment of %d octets, more than the %d declared", errProtocol, bhs.Opcode(), dsl, t.maxRecv))
+			return
+		}
+		pad := bhs.PaddedDataLength() - dsl
+		dd := t.dataDigest.Load() && dsl > 0
+		tl := pad
+		if dd {
+			tl += iscsi.DigestLen
+		}
+		if bhs.Opcode() == iscsi.OpSCSIDataOut {
+			if err := t.dataOut(bhs, dsl, tail[:tl], pad, dd); err != nil {
+				end(err)
+				return
+			}
+			continue
+		}
+		var i int
+		select {
+		case i = <-t.free:
+		case <-t.quit:
+			return
+		}
+		b := t.rbufs[i]
+		copy(b, bhs)
+		if _, err := io.ReadFull(t.nc, b[iscsi.BHSLen:iscsi.BHSLen+dsl+tl]); err != nil {
+			end(err)
+			return
+		}
+		if dd {
+			data := b[iscsi.BHSLen : iscsi.BHSLen+dsl+pad]
+			if iscsi.Digest(data) != iscsi.GetDigest(b[iscsi.BHSLen+dsl+pad:]) {
+				// Section 7.8: a PDU with a data digest error is
+				// discarded; at ErrorRecoveryLevel 0 the connection ends.
+				end(fmt.Errorf("%w: data digest error (%v)", errProtocol, bhs.Opcode()))
+				return
+			}
+		}
+		select {
+		case t.rx <- tcpRx{kind: rxPDU, buf: i, n: iscsi.BHSLen + dsl}:
+		case <-t.quit:
+			return
+		}
+		if bhs.Opcode() == iscsi.OpLoginReq {
+			// The login may end with this PDU and switch digests on:
+			// read on once the loop has taken it.
+			select {
+			case <-t.loginAck:
+			case <-t.quit:
+				return
+			}
+		}
+	}
+}
+
+// dataOut reads the data segment of a Data-Out PDU into the staging of the
+// burst it answers (its TTT names the task and the R2T): in order and
+// within the burst (DataPDUInOrder and DataSequenceInOrder are Yes). When
+// the burst is complete the loop is told.
+func (t *tcpTransport) dataOut(bhs iscsi.BHS, dsl int, tail []byte, pad int, dd bool) error {
+	d, _ := iscsi.AsSCSIDataOut(bhs)
+	ttt := d.TTT()
+	ti := int32(ttt & 0xffff)
+	t.mu.Lock()
+	ok := ttt != iscsi.ReservedITT && int(ti) < len(t.xf)
+	var x *tcpTask
+	var dst []byte
+	if ok {
+		x = &t.xf[ti]
+		off := d.BufferOffset()
+		ok = x.active && x.ttt == ttt && x.itt == bhs.ITT() && off == x.burst.off+x.got &&
+			uint64(off)+uint64(dsl) <= uint64(x.burst.off)+uint64(x.burst.n) && d.DataSN() == x.dataSN
+		if ok {
+			p := x.burst.dst + int(off-x.burst.off)
+			dst = t.stage.Bytes()[p : p+dsl]
+		}
+	}
+	t.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: Data-Out (ITT %#x, TTT %#x, offset %d, DataSN %d, %d octets) that no R2T asked for",
+			errProtocol, bhs.ITT(), ttt, d.BufferOffset(), d.DataSN(), dsl)
+	}
+	if _, err := io.ReadFull(t.nc, dst); err != nil {
+		return err
+	}
+	if _, err := io.ReadFull(t.nc, tail); err != nil {
+		return err
+	}
+	if dd && iscsi.DigestUpdate(iscsi.Digest(dst), tail[:pad]) != iscsi.GetDigest(tail[pad:]) {
+		return fmt.Errorf("%w: data digest error (Data-Out, ITT %#x)", errProtocol, bhs.ITT())
+	}
+	t.mu.Lock()
+	x.got += uint32(dsl)
+	x.dataSN++
+	complete := x.got == x.burst.n
+	if complete {
+		x.active = false
+	}
+	t.mu.Unlock()
+	if bhs.Final() != complete {
+		return fmt.Errorf("%w: Data-Out sequence of ITT %#x: F bit %v after %d of %d octets", errProtocol, bhs.ITT(), bhs.Final(), x.got, x.burst.n)
+	}
+	if complete {
+		select {
+		case t.rx <- tcpRx{kind: rxBurst, ti: ti}:
+		case <-t.quit:
+		}
+	}
+	return nil
+}
+
+func (t *tcpTransport) name() string { return "iscsi-tcp" }
+
+// loginConfig asks for traditional mode, declares the receive buffers'
+// data segment length and accepts CRC32C digests when the initiator asks.
+func (t *tcpTransport) loginConfig(tc *login.TargetConfig) {
+	tc.Traditional = true
+	tc.Offer.MaxRecvDataSegmentLength = uint32(t.c.srv.cfg.RecvDataSegment)
+	tc.Offer.HeaderDigest, tc.Offer.DataDigest = true, true
+}
+
+func (t *tcpTransport) negotiated(p login.Params) {
+	t.peerMaxSeg = p.PeerMaxRecvDataSegmentLength
+	t.hdrDigest.Store(p.HeaderDigest)
+	t.dataDigest.Store(p.DataDigest)
+}
+
+func (t *tcpTransport) sendSlots() int          { return len(t.slots) }
+func (t *tcpTransport) sendBuf(slot int) []byte { return t.slots[slot] }
+func (t *tcpTransport) room(int) bool           { return true }
+func (t *tcpTransport) staging() []byte         { return t.stage.Bytes() }
+func (t *tcpTransport) useLUs(*lu.Target) error { return nil }
+func (t *tcpTransport) disconnect()             { t.disconnects = true }
+
+// postPDU writes the PDU (its data segment already padded) with its
+// digests.
+func (t *tcpTransport) postPDU(slot, n int, _ int32) error {
+	b := t.slots[slot][:n]
+	t.iovs = t.iovs[:0]
+	t.headers(1)
+	t.appendPDU(b[:iscsi.BHSLen], b[iscsi.BHSLen:], 0)
+	t.done = append(t.done, slot)
+	return t.write()
+}
+
+// appendPDU queues one PDU for write: its BHS, header digest, data
+// segment, pad octets of padding and data digest. The digests go in
+// t.hdrs, which must have room (write sizes it).
+func (t *tcpTransport) appendPDU(bhs, data []byte, pad int) {
+	t.iovs = append(t.iovs, bhs)
+	if t.hdrDigest.Load() {
+		h := t.hdrs[len(t.hdrs) : len(t.hdrs)+iscsi.DigestLen]
+		iscsi.PutDigest(h, iscsi.Digest(bhs))
+		t.hdrs = t.hdrs[:len(t.hdrs)+iscsi.DigestLen]
+		t.iovs = append(t.iovs, h)
+	}
+	if len(data) == 0 {
+		return
+	}
+	t.iovs = append(t.iovs, data)
+	if pad > 0 {
+		t.iovs = append(t.iovs, t.zero[:pad])
+	}
+	if t.dataDigest.Load() {
+		h := t.hdrs[len(t.hdrs) : len(t.hdrs)+iscsi.DigestLen]
+		iscsi.PutDigest(h, iscsi.DigestUpdate(iscsi.Digest(data), t.zero[:pad]))
+		t.hdrs = t.hdrs[:len(t.hdrs)+iscsi.DigestLen]
+		t.iovs = append(t.iovs, h)
+	}
+}
+
+// headers makes room in t.hdrs for k PDU headers with digests, emptied.
+func (t *tcpTransport) headers(k int) {
+	if need := k * (iscsi.BHSLen + 2*iscsi.DigestLen); cap(t.hdrs) < need+2*iscsi.DigestLen {
+		t.hdrs = make([]byte, 0, need+2*iscsi.DigestLen)
+	}
+	t.hdrs = t.hdrs[:0]
+}
+
+// write sends t.iovs with writev. A write that blocks for the NOP timeout
+// fails: the deadline moves on at most once a second while writes
+// progress.
+func (t *tcpTransport) write() error {
+	if now := time.Now(); now.Sub(t.extendedAt) > time.Second {
+		t.extendedAt = now
+		t.nc.SetWriteDeadline(now.Add(t.c.srv.cfg.NopTimeout))
+	}
+	t.iov = t.iovs
+	_, err := t.iov.WriteTo(t.nc)
+	if err != nil {
+		return fmt.Errorf("target: writing to the initiator: %w", err)
+	}
+	return nil
+}
+
+// command records the task's ITT and LUN for its R2Ts and Data-Ins and
+// starts a new generation of its Target Transfer Tags.
+func (t *tcpTransport) command(ti int32, cmd iscsi.SCSICommand, imm int) bool {
+	x := &t.xf[ti]
+	t.mu.Lock()
+	x.active = false
+	t.mu.Unlock()
+	x.itt, x.lun, x.r2tsn, x.queue = cmd.ITT(), cmd.LUN(), 0, x.queue[:0]
+	x.gen++
+	return true
+}
+
+// fetch queues a burst of write data and solicits it when no R2T of the
+// task is outstanding (MaxOutstandingR2T is 1).
+func (t *tcpTransport) fetch(ti int32, dst int, off, n uint32) error {
+	x := &t.xf[ti]
+	x.queue = append(x.queue, tcpBurst{dst: dst, off: off, n: n})
+	t.mu.Lock()
+	active := x.active
+	t.mu.Unlock()
+	if active {
+		return nil
+	}
+	return t.solicit(ti)
+}
+
+// solicit sends the R2T for the task's next queued burst, if any.
+func (t *tcpTransport) solicit(ti int32) error {
+	x := &t.xf[ti]
+	if len(x.queue) == 0 {
+		return nil
+	}
+	b := x.queue[0]
+	x.queue = x.queue[:copy(x.queue, x.queue[1:])]
+	ttt := uint32(x.gen)<<16 | uint32(ti)
+	if ttt == iscsi.ReservedITT {
+		x.gen++
+		ttt = uint32(x.gen)<<16 | uint32(ti)
+	}
+	t.mu.Lock()
+	x.active, x.ttt, x.burst, x.got, x.dataSN = true, ttt, b, 0, 0
+	t.mu.Unlock()
+	t.headers(1)
+	h := t.hdrs[:iscsi.BHSLen]
+	t.hdrs = t.hdrs[:iscsi.BHSLen]
+	r, _ := iscsi.NewR2T(h)
+	r.SetLUN(x.lun)
+	r.SetITT(x.itt)
+	r.SetTTT(ttt)
+	r.SetStatSN(t.c.statSN)
+	r.SetExpCmdSN(t.c.expCmdSN)
+	r.SetMaxCmdSN(t.c.maxCmdSN())
+	r.SetR2TSN(x.r2tsn)
+	x.r2tsn++
+	r.SetBufferOffset(b.off)
+	r.SetDesiredDataTransferLength(b.n)
+	t.iovs = t.iovs[:0]
+	t.appendPDU(h, nil, 0)
+	return t.write()
+}
+
+// dataIn sends the read data in Data-In PDUs of at most the initiator's
+// MaxRecvDataSegmentLength, in one writev; the SCSI Response follows.
+func (t *tcpTransport) dataIn(ti int32, src dataRef, n uint32) error {
+	var data []byte
+	if src.lu != nil {
+		data = src.lu.Store().Mapping().Bytes()[src.off : src.off+int64(n)]
+	} else {
+		data = t.stage.Bytes()[src.off : src.off+int64(n)]
+	}
+	x := &t.xf[ti]
+	seg := int(t.peerMaxSeg)
+	k := (len(data) + seg - 1) / seg
+	t.headers(k)
+	t.iovs = t.iovs[:0]
+	for i := 0; i < k; i++ {
+		part := data[i*seg : min((i+1)*seg, len(data))]
+		h := t.hdrs[len(t.hdrs) : len(t.hdrs)+iscsi.BHSLen]
+		t.hdrs = t.hdrs[:len(t.hdrs)+iscsi.BHSLen]
+		d, _ := iscsi.NewSCSIDataIn(h)
+		d.SetFinal(i == k-1)
+		d.SetDataSegmentLength(uint32(len(part)))
+		d.SetLUN(x.lun)
+		d.SetITT(x.itt)
+		d.SetTTT(iscsi.ReservedITT)
+		d.SetExpCmdSN(t.c.expCmdSN)
+		d.SetMaxCmdSN(t.c.maxCmdSN())
+		d.SetDataSN(uint32(i))
+		d.SetBufferOffset(uint32(i * seg))
+		t.appendPDU(h, part, (4-len(part)%4)%4)
+	}
+	return t.write()
+}
+
+// ServeTCP accepts iSCSI connections over TCP (RFC 7143, without iSER) on
+// l until l or the server is closed; it returns nil after Close. Sessions
+// on it share the exports, the login, the SCSI layer and the limits with
+// the iSER portals.
+func (s *Server) ServeTCP(l net.Listener) error {
+	return s.serve(l, func() (func(*conn), string, func(), error) {
+		nc, err := l.Accept()
+		if err != nil {
+			return nil, "", nil, err
+		}
+		return func(c *conn) { c.serveTCP(nc) }, nc.RemoteAddr().String(), func() { nc.Close() }, nil
+	}, "iscsi-tcp")
+}
