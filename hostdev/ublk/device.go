@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 	"unsafe"
@@ -19,9 +20,13 @@ const ControlPath = "/dev/ublk-control"
 
 // Options are how Attach sets a device up.
 type Options struct {
-	// QueueDepth is the requests the kernel may have in flight (tags of
-	// the one queue); the session's queue depth. 1..4096, default 64.
+	// QueueDepth is the requests the kernel may have in flight, the
+	// session's queue depth: 1..4096, default 64. They are spread over
+	// the queues.
 	QueueDepth int
+	// Queues is the number of hardware queues, each served by a thread
+	// of its own; default one per CPU, at most QueueDepth.
+	Queues int
 	// MaxIO is the largest request in octets (max_sectors), the size of
 	// each tag's buffer; default 512 KiB.
 	MaxIO int
@@ -29,8 +34,8 @@ type Options struct {
 }
 
 // Device is a ublk block device, /dev/ublkbN, served by this process:
-// one queue whose thread issues FETCH_REQ and COMMIT_AND_FETCH_REQ on
-// /dev/ublkcN through its own io_uring. Data is copied: the kernel copies
+// each queue has a thread that issues FETCH_REQ and COMMIT_AND_FETCH_REQ
+// on /dev/ublkcN through its own io_uring. Data is copied: the kernel copies
 // a write's data into the tag's buffer before handing the request over
 // and a read's data out of it after the commit; between that buffer and
 // the session's registered slots this process copies once more.
@@ -42,9 +47,10 @@ type Device struct {
 	opts Options
 	log  *log.Entry
 
-	cdev  int
-	descs []byte
-	bufs  []byte
+	cdev   int
+	queues []*queue
+	depth  int // tags per queue
+	bufs   []byte
 
 	done chan struct{}
 	err  error
@@ -177,6 +183,11 @@ func Attach(ctx context.Context, lun *nbd.LUN, o Options) (*Device, error) {
 		o.QueueDepth = 64
 	}
 	o.QueueDepth = min(o.QueueDepth, MaxQueueDepth)
+	if o.Queues <= 0 {
+		o.Queues = runtime.NumCPU()
+	}
+	o.Queues = max(1, min(o.Queues, o.QueueDepth))
+	depth := (o.QueueDepth + o.Queues - 1) / o.Queues
 	if o.MaxIO <= 0 {
 		o.MaxIO = 512 << 10
 	}
@@ -194,14 +205,18 @@ func Attach(ctx context.Context, lun *nbd.LUN, o Options) (*Device, error) {
 		return nil, err
 	}
 	info := make([]byte, DevInfoLen)
-	DevInfo{NrHWQueues: 1, QueueDepth: uint16(o.QueueDepth), MaxIOBufBytes: uint32(o.MaxIO), DevID: ^uint32(0)}.Encode(info)
+	DevInfo{NrHWQueues: uint16(o.Queues), QueueDepth: uint16(depth), MaxIOBufBytes: uint32(o.MaxIO), DevID: ^uint32(0)}.Encode(info)
 	if _, err := c.cmd(CmdAddDev, CtrlCmd{DevID: ^uint32(0), QueueID: 0xffff}, info); err != nil {
 		c.close()
 		return nil, fmt.Errorf("ublk: ADD_DEV: %w", err)
 	}
 	di, _ := ParseDevInfo(info)
 	d := &Device{ID: int(di.DevID), Path: fmt.Sprintf("/dev/ublkb%d", di.DevID), lun: lun, opts: o, log: o.Log,
-		cdev: -1, done: make(chan struct{})}
+		cdev: -1, depth: depth, done: make(chan struct{})}
+	if int(di.NrHWQueues) < o.Queues { // the kernel allows one per CPU
+		o.Queues = int(di.NrHWQueues)
+		d.opts.Queues = o.Queues
+	}
 	fail := func(err error) (*Device, error) {
 		d.release()
 		if _, derr := c.cmd(CmdDelDev, CtrlCmd{DevID: di.DevID, QueueID: 0xffff}, nil); derr != nil {
@@ -237,34 +252,55 @@ func Attach(ctx context.Context, lun *nbd.LUN, o Options) (*Device, error) {
 	if err != nil {
 		return fail(&os.PathError{Op: "open", Path: cpath, Err: err})
 	}
-	descLenAll := (o.QueueDepth*descLen + page - 1) / page * page
-	if d.descs, err = unix.Mmap(d.cdev, 0, descLenAll, unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE); err != nil {
-		return fail(fmt.Errorf("ublk: mmap of %s's descriptors: %w", cpath, err))
-	}
-	if d.bufs, err = unix.Mmap(-1, 0, o.QueueDepth*o.MaxIO, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil {
+	descSize := (depth*descLen + page - 1) / page * page
+	if d.bufs, err = unix.Mmap(-1, 0, o.Queues*depth*o.MaxIO, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil {
 		return fail(fmt.Errorf("ublk: I/O buffers: %w", err))
 	}
-	q := &queue{d: d, lun: lun, ctx: context.WithoutCancel(ctx)}
-	started := make(chan error, 1)
-	queueDone := make(chan struct{})
-	go func() {
-		defer close(queueDone)
-		q.run(started)
-	}()
-	if err := <-started; err != nil {
-		<-queueDone
-		return fail(err)
+	for i := range o.Queues {
+		q := &queue{d: d, id: uint16(i), lun: lun, ctx: context.WithoutCancel(ctx), done: make(chan struct{})}
+		// Queue i's descriptors are at i times the room of the
+		// largest queue's.
+		if q.descs, err = unix.Mmap(d.cdev, int64(i)*cmdBufStride, descSize, unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE); err != nil {
+			return fail(fmt.Errorf("ublk: mmap of %s's queue %d descriptors: %w", cpath, i, err))
+		}
+		d.queues = append(d.queues, q)
+	}
+	started := make(chan error, o.Queues)
+	for _, q := range d.queues {
+		go func() {
+			defer close(q.done)
+			q.run(started)
+		}()
+	}
+	waitQueues := func() {
+		for _, q := range d.queues {
+			<-q.done
+		}
+	}
+	for range d.queues {
+		if err := <-started; err != nil {
+			// The queues that did start hold the device until it is
+			// stopped.
+			c.cmd(CmdStopDev, CtrlCmd{DevID: di.DevID, QueueID: 0xffff}, nil)
+			waitQueues()
+			return fail(err)
+		}
 	}
 	// START_DEV waits for every tag's FETCH_REQ, then adds the disk,
 	// whose partition scan the queue already serves.
 	if _, err := c.cmd(CmdStartDev, CtrlCmd{DevID: di.DevID, QueueID: 0xffff, Data: [2]uint64{uint64(os.Getpid())}}, nil); err != nil {
 		c.cmd(CmdStopDev, CtrlCmd{DevID: di.DevID, QueueID: 0xffff}, nil)
-		<-queueDone
+		waitQueues()
 		return fail(fmt.Errorf("ublk: START_DEV: %w", err))
 	}
+	o.Log.Infof("%s: %d queues of %d tags, requests of up to %d KiB copied through per-tag buffers", d.Path, o.Queues, depth, o.MaxIO>>10)
 	go func() {
-		<-queueDone
-		d.err = q.err
+		waitQueues()
+		for _, q := range d.queues {
+			if q.err != nil && d.err == nil {
+				d.err = q.err
+			}
+		}
 		d.release()
 		if _, err := c.cmd(CmdDelDev, CtrlCmd{DevID: di.DevID, QueueID: 0xffff}, nil); err != nil && d.err == nil {
 			d.err = fmt.Errorf("ublk: DEL_DEV: %w", err)
@@ -278,9 +314,11 @@ func Attach(ctx context.Context, lun *nbd.LUN, o Options) (*Device, error) {
 // release gives back what refers to /dev/ublkcN, so that DEL_DEV, which
 // waits for its last user, can finish.
 func (d *Device) release() {
-	if d.descs != nil {
-		unix.Munmap(d.descs)
-		d.descs = nil
+	for _, q := range d.queues {
+		if q.descs != nil {
+			unix.Munmap(q.descs)
+			q.descs = nil
+		}
 	}
 	if d.cdev >= 0 {
 		unix.Close(d.cdev)

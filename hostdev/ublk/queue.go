@@ -17,17 +17,20 @@ import (
 // pollTag marks the eventfd poll's completions.
 const pollTag = 1 << 63
 
-// queue serves queue 0 of a device. One locked OS thread issues every
+// queue serves one queue of a device. One locked OS thread issues every
 // command of the queue, as ublk requires (the kernel checks that
 // COMMIT_AND_FETCH_REQ comes from the task that fetched); each request
 // executes on a goroutine of its own, against the remote LUN, and hands
 // its result back through a list and an eventfd that the thread polls in
 // its ring.
 type queue struct {
-	d   *Device
-	lun *nbd.LUN
-	ctx context.Context
-	err error
+	d     *Device
+	id    uint16
+	lun   *nbd.LUN
+	ctx   context.Context
+	descs []byte // the queue's I/O descriptors, mmap'd from /dev/ublkcN
+	done  chan struct{}
+	err   error
 
 	evfd    int
 	mu      sync.Mutex
@@ -40,8 +43,8 @@ type result struct {
 }
 
 func (q *queue) buf(tag uint16) []byte {
-	n := q.d.opts.MaxIO
-	return q.d.bufs[int(tag)*n : int(tag+1)*n]
+	n, i := q.d.opts.MaxIO, int(q.id)*q.d.depth+int(tag)
+	return q.d.bufs[i*n : (i+1)*n]
 }
 
 func (q *queue) ioCmd(r *ring, op uint32, tag uint16, res int32) error {
@@ -50,7 +53,7 @@ func (q *queue) ioCmd(r *ring, op uint32, tag uint16, res int32) error {
 		return err
 	}
 	var b [IOCmdLen]byte
-	c := IOCmd{QueueID: 0, Tag: tag, Result: res, Addr: uint64(uintptr(unsafe.Pointer(&q.buf(tag)[0])))}
+	c := IOCmd{QueueID: q.id, Tag: tag, Result: res, Addr: uint64(uintptr(unsafe.Pointer(&q.buf(tag)[0])))}
 	putCmd(e, q.d.cdev, op, uint64(tag), c.Encode(b[:]))
 	return nil
 }
@@ -68,7 +71,7 @@ func (q *queue) armPoll(r *ring) error {
 // is aborted (the device stopped).
 func (q *queue) run(started chan<- error) {
 	runtime.LockOSThread() // never unlocked: the thread ends with the queue
-	depth := q.d.opts.QueueDepth
+	depth := q.d.depth
 	r, err := newRing(uint32(2 * depth))
 	if err != nil {
 		started <- err
@@ -113,12 +116,12 @@ func (q *queue) run(started chan<- error) {
 			tag := uint16(ud)
 			switch {
 			case res == IOResOK:
-				desc, _ := ParseIODesc(q.d.descs[int(tag)*descLen:])
+				desc, _ := ParseIODesc(q.descs[int(tag)*descLen:])
 				go q.handle(tag, desc)
 			case res == IOResAbort:
 				active--
 			default:
-				q.d.log.Errorf("%s: tag %d: the kernel answered %v", q.d.Path, tag, syscall.Errno(-res))
+				q.d.log.Errorf("%s: queue %d, tag %d: the kernel answered %v", q.d.Path, q.id, tag, syscall.Errno(-res))
 				active--
 			}
 		})

@@ -105,9 +105,24 @@ func rawVerify(t *testing.T, dev string, store []byte, seed uint64) {
 	}
 }
 
+// blkZeroOut is BLKZEROOUT, _IO(0x12, 127): the kernel sends WRITE_ZEROES
+// (with NOUNMAP) where the device takes it, else writes zero pages.
+const blkZeroOut = 0x127f
+
 // discard discards [off, off+n) of dev (BLKDISCARD) and checks that the
 // target's store reads zero there and is untouched around it.
 func discard(t *testing.T, dev string, store []byte, off, n int) {
+	t.Helper()
+	zeroRange(t, dev, store, off, n, unix.BLKDISCARD, "BLKDISCARD")
+}
+
+// zeroOut does the same with BLKZEROOUT.
+func zeroOut(t *testing.T, dev string, store []byte, off, n int) {
+	t.Helper()
+	zeroRange(t, dev, store, off, n, blkZeroOut, "BLKZEROOUT")
+}
+
+func zeroRange(t *testing.T, dev string, store []byte, off, n int, ioctl uintptr, name string) {
 	t.Helper()
 	for i := off - 4096; i < off+n+4096; i++ {
 		store[i] = 0xa5
@@ -118,14 +133,14 @@ func discard(t *testing.T, dev string, store []byte, off, n int) {
 	}
 	defer unix.Close(fd)
 	r := [2]uint64{uint64(off), uint64(n)}
-	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.BLKDISCARD, uintptr(unsafe.Pointer(&r))); e != 0 {
-		t.Fatalf("BLKDISCARD [%d, +%d) on %s: %v", off, n, dev, e)
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), ioctl, uintptr(unsafe.Pointer(&r))); e != 0 {
+		t.Fatalf("%s [%d, +%d) on %s: %v", name, off, n, dev, e)
 	}
 	if !bytes.Equal(store[off:off+n], make([]byte, n)) {
-		t.Fatalf("BLKDISCARD on %s left data in the target's store", dev)
+		t.Fatalf("%s on %s left data in the target's store", name, dev)
 	}
 	if !bytes.Equal(store[off-4096:off], bytes.Repeat([]byte{0xa5}, 4096)) || !bytes.Equal(store[off+n:off+n+4096], bytes.Repeat([]byte{0xa5}, 4096)) {
-		t.Fatalf("BLKDISCARD on %s changed data around its range", dev)
+		t.Fatalf("%s on %s changed data around its range", name, dev)
 	}
 }
 
@@ -148,6 +163,17 @@ func checkGeometry(t *testing.T, dev string, size int64, bs int) {
 	if got := sysBlock(t, dev, "queue/logical_block_size"); got != fmt.Sprint(bs) {
 		t.Errorf("%s has %s-octet logical blocks, want %d", dev, got, bs)
 	}
+	// A volatile cache, so that fsync reaches the target as FLUSH
+	// (SYNCHRONIZE CACHE); discard, so that BLKDISCARD reaches it as
+	// UNMAP.
+	if got := sysBlock(t, dev, "queue/write_cache"); got != "write back" {
+		t.Errorf("%s's write cache is %q, want \"write back\"", dev, got)
+	}
+	if got := sysBlock(t, dev, "queue/discard_max_bytes"); got == "0" {
+		t.Errorf("%s takes no discard", dev)
+	}
+	t.Logf("%s: write_zeroes_max_bytes %s, max_sectors_kb %s, nr_requests %s", dev,
+		sysBlock(t, dev, "queue/write_zeroes_max_bytes"), sysBlock(t, dev, "queue/max_sectors_kb"), sysBlock(t, dev, "queue/nr_requests"))
 }
 
 // ext4 is mke2fs and the ext4 module, when the host could provide them.
@@ -299,6 +325,7 @@ func commandRoundTrip(t *testing.T, kind string, l *lab) {
 	checkGeometry(t, dev, lunSize, blockdev.BlockSize)
 	rawVerify(t, dev, l.store, 21)
 	discard(t, dev, l.store, 16<<20, 2<<20)
+	zeroOut(t, dev, l.store, 20<<20, 1<<20)
 	if out, _, code := ddpinitiator(t, append([]string{"status"}, common...)...); code != 0 || !strings.Contains(out, dev) {
 		t.Errorf("status: exit %d, does not list %s", code, dev)
 	}

@@ -40,6 +40,7 @@ func TestGuestNBD(t *testing.T) {
 		checkGeometry(t, dev.Path, d.Size(), d.BlockSize())
 		rawVerify(t, dev.Path, l.store, 1)
 		discard(t, dev.Path, l.store, 8<<20, 1<<20)
+		zeroOut(t, dev.Path, l.store, 12<<20, 512<<10)
 
 		// This end's socket fails: the kernel holds I/O, the device
 		// hands it a new socketpair, and I/O goes on.

@@ -41,6 +41,7 @@ func TestGuestUblk(t *testing.T) {
 		checkGeometry(t, dev.Path, d.Size(), d.BlockSize())
 		rawVerify(t, dev.Path, l.store, 3)
 		discard(t, dev.Path, l.store, 8<<20, 1<<20)
+		zeroOut(t, dev.Path, l.store, 12<<20, 512<<10)
 		start = time.Now()
 		if err := dev.Disconnect(10 * time.Second); err != nil {
 			t.Fatalf("disconnect: %v", err)
