@@ -233,7 +233,7 @@ func corpus() []corpusCase {
 			{"~", "no value: expected host:port"},
 		}},
 		{"transport0", "portals[0].transport", []valueCase{
-			{"udp", `"udp" is not a transport; use tcp, sctp or sctp-udp`},
+			{"udp", `"udp" is not a transport; use tcp, sctp, sctp-udp or iscsi-tcp`},
 			{"TCP", `(did you mean "tcp"?)`},
 			{"sctp_udp", `(did you mean "sctp-udp"?)`},
 			{"[tcp]", "found a list"},

@@ -20,7 +20,7 @@ func (t *Target) Marshal() ([]byte, error) {
 		pm := mapNode(false)
 		add(pm, "listen", strNode(p.Listen))
 		add(pm, "transport", strNode(p.Transport))
-		if p.Transport != TransportSCTP && p.Transport != TransportSCTPUDP {
+		if p.Transport == TransportTCP {
 			mm := mapNode(true)
 			add(mm, "revision", intNode(p.MPA.Revision))
 			add(mm, "markers", boolNode(p.MPA.Markers))

@@ -51,18 +51,35 @@ const maxSocketPath = 107
 // Portal is one listening address (YAML: listen, transport, mpa).
 type Portal struct {
 	Listen    string // host:port as written; an empty host (":3260") listens on every address
-	Transport string // TransportTCP (default), TransportSCTP or TransportSCTPUDP
+	Transport string // TransportTCP (default), TransportSCTP, TransportSCTPUDP or TransportISCSITCP
 	MPA       MPA    // MPA options, used by TCP portals only (SCTP carries DDP without MPA)
 }
 
-// The lower layers a portal can carry DDP over.
+// The transports a portal can serve: iSER over DDP on one of its lower
+// layers, or iSCSI without iSER over TCP.
 const (
-	TransportTCP     = "tcp"      // MPA over TCP (RFC 5044)
-	TransportSCTP    = "sctp"     // DDP over kernel SCTP (RFC 5043)
-	TransportSCTPUDP = "sctp-udp" // DDP over userspace SCTP over UDP
+	TransportTCP      = "tcp"       // iSER: DDP with MPA over TCP (RFC 5044)
+	TransportSCTP     = "sctp"      // iSER: DDP over kernel SCTP (RFC 5043)
+	TransportSCTPUDP  = "sctp-udp"  // iSER: DDP over userspace SCTP over UDP
+	TransportISCSITCP = "iscsi-tcp" // iSCSI over TCP without iSER (RFC 7143), for initiators without RDMA
 )
 
-var transports = []string{TransportTCP, TransportSCTP, TransportSCTPUDP}
+// transports are what an initiator can dial; portalTransports what a
+// portal can serve.
+var (
+	transports       = []string{TransportTCP, TransportSCTP, TransportSCTPUDP}
+	portalTransports = []string{TransportTCP, TransportSCTP, TransportSCTPUDP, TransportISCSITCP}
+)
+
+// socketKind is the kind of socket a transport listens on: portals of the
+// same kind may not share a port.
+func socketKind(transport string) string {
+	switch transport {
+	case TransportTCP, TransportISCSITCP:
+		return "tcp"
+	}
+	return transport
+}
 
 // MPA holds the MPA options of a TCP portal (YAML: revision, markers, crc).
 type MPA struct {
@@ -302,7 +319,7 @@ func (d *decoder) metricsListen(f field, path string, portals []Portal) string {
 		return ""
 	}
 	for i, p := range portals {
-		if p.Transport != TransportTCP {
+		if socketKind(p.Transport) != "tcp" {
 			continue
 		}
 		php, err := parseHostPort(p.Listen, true)
@@ -365,7 +382,7 @@ func (d *decoder) portals(f field) []Portal {
 		if !ok {
 			continue
 		}
-		k := groupKey{p.Transport, hp.port}
+		k := groupKey{socketKind(p.Transport), hp.port}
 		g := groups[k]
 		if g == nil {
 			g = &group{hosts: map[string]int{}, first: listen.Line}
@@ -417,11 +434,15 @@ func (d *decoder) portal(item *yaml.Node, path string) (p Portal, listen *yaml.N
 		d.missing(item, path, "listen", "a portal needs an address to listen on, as 127.0.0.1:3260")
 	}
 	if tf, has := f["transport"]; has {
-		p.Transport, transportOK = d.oneOf(tf, join(path, "transport"), "a transport", transports)
+		p.Transport, transportOK = d.oneOf(tf, join(path, "transport"), "a transport", portalTransports)
 	}
 	if mf, has := f["mpa"]; has {
 		if transportOK && p.Transport != TransportTCP {
-			d.errorf(mf.key, join(path, "mpa"), "only tcp portals use MPA: DDP runs over SCTP without it (RFC 5043); remove mpa")
+			why := "DDP runs over SCTP without it (RFC 5043)"
+			if p.Transport == TransportISCSITCP {
+				why = "iSCSI over TCP carries no DDP"
+			}
+			d.errorf(mf.key, join(path, "mpa"), "only tcp portals use MPA: %s; remove mpa", why)
 		} else {
 			p.MPA = d.mpa(mf, join(path, "mpa"))
 		}

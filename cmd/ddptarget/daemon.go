@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -69,7 +70,7 @@ func start(cfg *config.Target, logger *log.Entry, source string) (*daemon, error
 	if d.cfgPath == "" {
 		d.cfgPath = "(embedded default)"
 	}
-	var lns []*iwarp.Listener
+	var lns []portalListener
 	started := false
 	defer func() {
 		if !started {
@@ -96,14 +97,25 @@ func start(cfg *config.Target, logger *log.Entry, source string) (*daemon, error
 		if network == "" {
 			network = "tcp"
 		}
-		ln, err := d.dev.Listen(network, p.Listen, iwarp.ConnConfig{MPA: mpa.StartupConfig{
-			Revision: uint8(p.MPA.Revision), Markers: p.MPA.Markers, NoCRC: !p.MPA.CRC}})
-		if err != nil {
-			return nil, listenError(network, p.Listen, err)
+		var pl portalListener
+		if network == config.TransportISCSITCP {
+			ln, err := net.Listen("tcp", p.Listen)
+			if err != nil {
+				return nil, listenError("tcp", p.Listen, err)
+			}
+			pl = portalListener{Closer: ln, addr: ln.Addr(), serve: func() error { return d.srv.ServeTCP(ln) }}
+		} else {
+			ln, err := d.dev.Listen(network, p.Listen, iwarp.ConnConfig{MPA: mpa.StartupConfig{
+				Revision: uint8(p.MPA.Revision), Markers: p.MPA.Markers, NoCRC: !p.MPA.CRC}})
+			if err != nil {
+				return nil, listenError(network, p.Listen, err)
+			}
+			pl = portalListener{Closer: ln, addr: ln.Addr(), serve: func() error { return d.srv.Serve(ln) }}
 		}
-		lns = append(lns, ln)
-		portals = append(portals, login.Portal{Addr: ln.Addr().String(), TPGT: 1})
-		d.addrs = append(d.addrs, ln.Addr().String())
+		pl.transport = network
+		lns = append(lns, pl)
+		portals = append(portals, login.Portal{Addr: pl.addr.String(), TPGT: 1})
+		d.addrs = append(d.addrs, pl.addr.String())
 	}
 	d.srv, err = target.NewServer(d.dev, target.Config{
 		Exports: exports, Discovery: loginCHAP(cfg.DiscoveryCHAP), Portals: portals,
@@ -142,14 +154,14 @@ func start(cfg *config.Target, logger *log.Entry, source string) (*daemon, error
 		d.wg.Add(1)
 		go func() {
 			defer d.wg.Done()
-			if err := d.srv.Serve(ln); err != nil {
+			if err := ln.serve(); err != nil {
 				select {
-				case d.failed <- fmt.Errorf("portal %s: %w", ln.Addr(), err):
+				case d.failed <- fmt.Errorf("portal %s: %w", ln.addr, err):
 				default:
 				}
 			}
 		}()
-		logger.Infof("ddptarget: listening on %s", ln.Addr())
+		logger.Infof("ddptarget: listening on %s (%s)", ln.addr, ln.transport)
 	}
 	for _, e := range exports {
 		logger.Infof("ddptarget: exporting %s, LUNs %v", e.Target.Name(), e.Target.LUNs())
@@ -354,4 +366,13 @@ func (d *daemon) shutdown(ctx context.Context) error {
 		err = errors.Join(err, fmt.Errorf("%d stores could not be closed", len(d.retired)))
 	}
 	return err
+}
+
+// portalListener is one portal's listener: iwarp's for iSER portals,
+// net's for iscsi-tcp ones.
+type portalListener struct {
+	io.Closer
+	addr      net.Addr
+	transport string
+	serve     func() error
 }
