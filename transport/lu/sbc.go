@@ -213,9 +213,10 @@ func syncCache(_ int, cmd *api.SCSICommand) api.SAMStat {
 // with the verify data and, if equal, replaced with the write data (made
 // durable first with FUA); if not, the command ends in MISCOMPARE DURING
 // VERIFY OPERATION with the INFORMATION field the offset of the first
-// octet that differs. 0 blocks is no error and does nothing. A data-out
-// of another size than twice NUMBER OF LOGICAL BLOCKS blocks is ILLEGAL
-// REQUEST, INVALID FIELD IN CDB.
+// octet that differs. 0 blocks with no data-out is no error and does
+// nothing. A data-out
+// of another size than twice NUMBER OF LOGICAL BLOCKS blocks (0 blocks
+// included) is ILLEGAL REQUEST, INVALID FIELD IN CDB.
 func compareAndWrite(_ int, cmd *api.SCSICommand) api.SAMStat {
 	l := luOf(cmd)
 	if l == nil {
@@ -233,16 +234,24 @@ func compareAndWrite(_ int, cmd *api.SCSICommand) api.SAMStat {
 	if !l.inRange(lba, n) {
 		return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCLBAOutOfRange)
 	}
-	if n == 0 {
-		return api.SAMStatGood
-	}
 	off, tl := lba<<9, n<<9
-	if cmd.OutSDBBuffer == nil || uint64(len(cmd.OutSDBBuffer.Buffer)) != 2*tl {
+	var out []byte
+	if cmd.OutSDBBuffer != nil {
+		out = cmd.OutSDBBuffer.Buffer
+	}
+	if uint64(len(out)) != 2*tl {
 		// The data-out is exactly the verify and the write data (SBC-3
 		// 5.2). One of another size is the initiator's mistake, not a
 		// miscompare: ILLEGAL REQUEST, as libiscsi
 		// (test_compareandwrite_invalid_dataout_size) and LIO have it.
+		// This holds for 0 blocks too: a data-out with them is what an
+		// initiator sends that meant 256 blocks or more, which the
+		// one-octet NUMBER OF LOGICAL BLOCKS wraps to 0 (libiscsi's
+		// CompareAndWrite.Simple and .Miscompare at 256 blocks).
 		return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInCDB)
+	}
+	if n == 0 {
+		return api.SAMStatGood
 	}
 	verify, write := cmd.OutSDBBuffer.Buffer[:tl], cmd.OutSDBBuffer.Buffer[tl:2*tl]
 	if at := l.compareAndSwap(lba, n, verify, write); at >= 0 {

@@ -406,6 +406,11 @@ func TestCompareAndWrite(t *testing.T) {
 		{name: "miscompare at 700", cdb: caw(0, at, 2), out: differ(700, 900), key: keyMiscompare, asc: ascMiscompare, info: 700},
 		{name: "miscompare at the last octet", cdb: caw(0, at, 2), out: differ(1023), key: keyMiscompare, asc: ascMiscompare, info: 1023},
 		{name: "no blocks", cdb: caw(0, at, 0), out: nil},
+		// libiscsi's CompareAndWrite.Simple asks for 256 blocks with the
+		// verify and write data of 256 in the data-out: NUMBER OF LOGICAL
+		// BLOCKS, one octet, wraps to 0.
+		{name: "no blocks with a data-out", cdb: caw(0, at, 0), out: make([]byte, 2*256*512), key: keyIllegalRequest, asc: ascInvalidFieldInCDB},
+		{name: "no blocks with a data-out of one octet", cdb: caw(0, at, 0), out: []byte{0}, key: keyIllegalRequest, asc: ascInvalidFieldInCDB},
 		{name: "longer than MAXIMUM COMPARE AND WRITE LENGTH", cdb: caw(0, 0, maxCompareAndWrite+1), out: make([]byte, 2*512*(maxCompareAndWrite+1)), key: keyIllegalRequest, asc: ascInvalidFieldInCDB},
 		{name: "past the end", cdb: caw(0, lbas-1, 2), out: make([]byte, 2048), key: keyIllegalRequest, asc: ascLBAOutOfRange},
 		{name: "LBA wraps around", cdb: caw(0, 1<<64-1, 2), out: make([]byte, 2048), key: keyIllegalRequest, asc: ascLBAOutOfRange},
