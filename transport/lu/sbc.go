@@ -16,9 +16,12 @@ const (
 	// WRITE SAME is one copy in the connection's goroutine, so it is kept
 	// to about the time of a large WRITE.
 	maxWriteSame = 1 << 16
-	// maxUnmapBlocks is the MAXIMUM UNMAP LBA COUNT of one UNMAP (2 GiB):
-	// punching holes costs little per block.
-	maxUnmapBlocks = 1 << 22
+	// maxUnmapBlocks is the MAXIMUM UNMAP LBA COUNT of one UNMAP (512
+	// MiB). Punching holes costs little per block, but libiscsi's
+	// Inquiry.BlockLimits takes a limit above 1 Mi blocks for insane (a
+	// limit is either "no limit", FFFFFFFFh, or at most that), and an
+	// initiator splits a larger discard into UNMAPs of this size anyway.
+	maxUnmapBlocks = 1 << 20
 	// maxUnmapDescriptors is the MAXIMUM UNMAP BLOCK DESCRIPTOR COUNT.
 	maxUnmapDescriptors = 256
 	// maxCompareAndWrite is the MAXIMUM COMPARE AND WRITE LENGTH in blocks.

@@ -101,6 +101,11 @@ func TestProvisioningReport(t *testing.T) {
 			if unmap != want {
 				t.Errorf("Block Limits: MAXIMUM UNMAP LBA COUNT, DESCRIPTOR COUNT, OPTIMAL UNMAP GRANULARITY, UGAVALID = %v, want %v", unmap, want)
 			}
+			// libiscsi's Inquiry.BlockLimits: a MAXIMUM UNMAP LBA COUNT
+			// other than "no limit" is at most 1 Mi blocks.
+			if c.thin && unmap[0] != 0xffffffff && unmap[0] > 1<<20 {
+				t.Errorf("Block Limits: MAXIMUM UNMAP LBA COUNT %d, above 1 Mi blocks", unmap[0])
+			}
 
 			tg.Execute(&task, l, inquiryVPD(0xb2, 255), nil, in)
 			expect(t, &task, 0, 0)
