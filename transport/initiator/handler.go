@@ -309,7 +309,6 @@ func (s *Session) Logout(ctx context.Context) error {
 func (s *Session) login(ctx context.Context, tr transport, ended <-chan struct{}) error {
 	cfg := &s.cfg
 	offer := login.Defaults()
-	tr.offer(&offer)
 	offer.InitialR2T = true
 	offer.ImmediateData = !cfg.NoImmediateData
 	offer.InitiatorRecvDataSegmentLength = loginData
@@ -323,10 +322,12 @@ func (s *Session) login(ctx context.Context, tr transport, ended <-chan struct{}
 	if isid == 0 {
 		isid = 0x80<<40 | uint64(time.Now().UnixNano())&(1<<40-1) // random format (RFC 7143 11.12.5)
 	}
-	li := login.NewInitiator(&login.InitiatorConfig{
+	ic := &login.InitiatorConfig{
 		InitiatorName: cfg.InitiatorName, TargetName: cfg.TargetName, SessionType: st,
 		CHAP: cfg.CHAP, Offer: offer, ISID: isid,
-	})
+	}
+	tr.loginConfig(ic)
+	li := login.NewInitiator(ic)
 	// The last task record is the login's own: during a reconnection
 	// every other one may be waiting to be reissued.
 	slot := int32(len(s.tasks) - 1)
@@ -372,10 +373,7 @@ func (s *Session) login(ctx context.Context, tr transport, ended <-chan struct{}
 	if m := s.res.MaxCmdSN; int32(m-s.cmdSN) >= -1 {
 		s.maxCmdSN = m
 	}
-	s.maxImm = 0
-	if s.params.ImmediateData {
-		s.maxImm = int(min(s.params.FirstBurstLength, s.params.TargetRecvDataSegmentLength))
-	}
+	s.maxImm = tr.negotiated(s.params)
 	s.mu.Unlock()
 	s.ffp.Store(true)
 	return nil

@@ -50,13 +50,23 @@ func (s *Session) connectISER(ctx context.Context) (*iserTransport, error) {
 	return &iserTransport{s: s, ic: c, described: make([]bool, n)}, nil
 }
 
-func (t *iserTransport) offer(p *login.Params) {
+func (t *iserTransport) loginConfig(ic *login.InitiatorConfig) {
+	p := &ic.Offer
 	p.RDMAExtensions = true
 	// Write Base Offsets name the solicited data, as Linux's and
 	// libiscsi's initiators do without saying so and as Linux's target
 	// (which ignores the key) assumes; declaring it keeps an RFC 7145
 	// target that honours the key right too.
 	p.TaggedBufferForSolicitedDataOnly = true
+}
+
+// negotiated: immediate data is bounded by FirstBurstLength and the
+// target's receive buffers (RFC 7145 section 6.4).
+func (t *iserTransport) negotiated(p login.Params) int {
+	if !p.ImmediateData {
+		return 0
+	}
+	return int(min(p.FirstBurstLength, p.TargetRecvDataSegmentLength))
 }
 
 func (t *iserTransport) sendBuf(slot int) []byte { return t.ic.SendBuf(slot)[iser.HeaderLen:] }

@@ -51,8 +51,12 @@ type Config struct {
 	// connection ends the session.
 	RecoveryTimeout time.Duration
 	// NoImmediateData offers ImmediateData=No: all write data then moves
-	// by RDMA Read.
+	// by RDMA Read (iSER) or answers R2Ts (iSCSI/TCP).
 	NoImmediateData bool
+	// HeaderDigest and DataDigest offer CRC32C digests on an iSCSI/TCP
+	// connection (network NetworkISCSITCP; RFC 7143 section 13.1). iSER
+	// has none.
+	HeaderDigest, DataDigest bool
 	// LoginTimeout bounds the login (default 15 s).
 	LoginTimeout time.Duration
 	// Observer, when set, is told of commands and reconnections (metrics).
@@ -162,6 +166,9 @@ type task struct {
 }
 
 // Dial connects to the target at addr, logs in and returns the session.
+// network is an iwarp network for iSER ("tcp": MPA over TCP, "sctp",
+// "sctp-udp") or NetworkISCSITCP for iSCSI over plain TCP, which needs no
+// dev.
 func Dial(ctx context.Context, dev *iwarp.Device, network, addr string, cfg Config) (*Session, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
@@ -204,6 +211,13 @@ func Dial(ctx context.Context, dev *iwarp.Device, network, addr string, cfg Conf
 
 // connect makes a connection to the target, ready for login.
 func (s *Session) connect(ctx context.Context) (transport, error) {
+	if s.network == NetworkISCSITCP {
+		t, err := s.connectTCP(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return t, nil
+	}
 	t, err := s.connectISER(ctx)
 	if err != nil {
 		return nil, err

@@ -20,8 +20,12 @@ import (
 //
 // Send buffers are the task records': slot i belongs to task i.
 type transport interface {
-	// offer adjusts the login keys the initiator offers for this transport.
-	offer(p *login.Params)
+	// loginConfig adjusts the login for this transport: its mode and the
+	// keys it offers.
+	loginConfig(ic *login.InitiatorConfig)
+	// negotiated is told the login's outcome and returns the most
+	// immediate data a write may carry.
+	negotiated(p login.Params) int
 	// sendBuf is slot's send buffer from the first octet of its BHS.
 	sendBuf(slot int) []byte
 	// command describes a SCSI command's data buffer, octets [off,

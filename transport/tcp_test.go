@@ -1,0 +1,121 @@
+package transport_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ddpstore/ddpstore/transport/initiator"
+	"github.com/ddpstore/ddpstore/transport/target"
+)
+
+// dialTCP logs in to the rig's iSCSI/TCP portal.
+func (r *rig) dialTCP(t testing.TB, cfg initiator.Config) *initiator.Session {
+	t.Helper()
+	if cfg.InitiatorName == "" {
+		cfg.InitiatorName = initiatorName
+	}
+	if cfg.Log == nil {
+		cfg.Log = quietLog()
+	}
+	if cfg.Buffers == 0 {
+		cfg.Buffers = 32 << 20
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := initiator.Dial(ctx, nil, initiator.NetworkISCSITCP, r.tcpAddr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestISCSIOverTCP: our initiator and target over iSCSI/TCP, with and
+// without digests and immediate data, moving every size from one block to
+// several bursts (Data-In segments, R2T sequences, Data-Out PDUs), while
+// an iSER session on the same LU reads what the TCP session wrote and the
+// other way round.
+func TestISCSIOverTCP(t *testing.T) {
+	checkGoroutines(t)
+	r := newRig(t, rigOpts{sizes: []int64{64 << 20}, tcp: true, cfg: target.Config{FirstBurst: 64 << 10, MaxBurst: 256 << 10}})
+	iser := r.dial(t, initiator.Config{TargetName: targetName, InitiatorName: "iqn.2026-11.io.ddpstore:iser"})
+	for _, c := range []struct {
+		name   string
+		cfg    initiator.Config
+		digest bool
+	}{
+		{"plain", initiator.Config{}, false},
+		{"digests", initiator.Config{HeaderDigest: true, DataDigest: true}, true},
+		{"no immediate data", initiator.Config{NoImmediateData: true}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := c.cfg
+			cfg.TargetName = targetName
+			s := r.dialTCP(t, cfg)
+			if p := s.Params(); p.RDMAExtensions || p.HeaderDigest != c.digest || p.DataDigest != c.digest {
+				t.Fatalf("negotiated RDMAExtensions %v, digests %v/%v", p.RDMAExtensions, p.HeaderDigest, p.DataDigest)
+			}
+			for i, size := range []int{512, 4096, 8192 + 512, 64 << 10, 300 << 10, 1 << 20, 3<<20 + 4096} {
+				if err := pattern(s, uint64(i)*8192, size, int64(i)); err != nil {
+					t.Fatalf("%d octets: %v", size, err)
+				}
+				// The iSER session reads what TCP wrote.
+				if err := crossCheck(s, iser, uint64(i)*8192, size); err != nil {
+					t.Fatalf("%d octets: %v", size, err)
+				}
+			}
+			// Many commands at once over one connection.
+			var wg sync.WaitGroup
+			errs := make(chan error, 16)
+			for w := 0; w < 16; w++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if err := pattern(s, uint64(40000+w*512), 128<<10, int64(w)); err != nil {
+						errs <- err
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// crossCheck writes through a and reads back through b.
+func crossCheck(a, b *initiator.Session, lba uint64, size int) error {
+	w, err := a.Alloc(size)
+	if err != nil {
+		return err
+	}
+	defer a.Free(w)
+	rb, err := b.Alloc(size)
+	if err != nil {
+		return err
+	}
+	defer b.Free(rb)
+	for i := range w {
+		w[i] = byte(i*7 + int(lba))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	wc := &initiator.Command{CDB: write16(lba, uint32(size/512)), Dir: initiator.DataOut, Data: w}
+	if err := a.Do(ctx, wc); err != nil || wc.Status != 0 {
+		return fmt.Errorf("write: %v status %#x", err, wc.Status)
+	}
+	rc := &initiator.Command{CDB: read16(lba, uint32(size/512)), Dir: initiator.DataIn, Data: rb}
+	if err := b.Do(ctx, rc); err != nil || rc.Status != 0 {
+		return fmt.Errorf("read on the other transport: %v status %#x", err, rc.Status)
+	}
+	if !bytes.Equal(w, rb) {
+		return fmt.Errorf("LBA %d: the other transport reads different data", lba)
+	}
+	return nil
+}
