@@ -91,7 +91,7 @@ func TestExecute(t *testing.T) {
 	}{
 		{"read past end", 0, read10(2047, 2), nil, 0x05, 0x2100},
 		{"write past end of LUN 1", 1, write16(127, 2), make([]byte, 1024), 0x05, 0x2100},
-		{"write with short data", 0, write16(0, 4), make([]byte, 1024), 0x05, 0x2400},
+		{"write with a data-out ending inside a block", 0, write16(0, 4), make([]byte, 1000), 0x05, 0x0e03},
 		{"read with RDPROTECT", 0, func() []byte { c := read10(0, 1); c[1] = 0x20; return c }(), nil, 0x05, 0x2400},
 		{"absent LUN", 7, read10(0, 1), nil, 0x05, 0x2500},
 		{"unknown opcode", 0, []byte{0xc7, 0, 0, 0, 0, 0}, nil, 0x05, 0x2000},

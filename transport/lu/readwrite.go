@@ -92,8 +92,9 @@ func changesMedium(op byte) bool {
 
 // readWrite replaces gotgt's SBCReadWrite for READ, WRITE and WRITE AND
 // VERIFY: READ points the data-in buffer at the store's mapping instead of
-// copying, WRITE copies exactly the CDB's transfer length (gotgt would
-// write the whole buffer) under the LU's range lock. WRITE AND VERIFY is a
+// copying, WRITE copies the CDB's transfer length (gotgt would write the
+// whole buffer), or the whole blocks of a shorter data-out, under the
+// LU's range lock. WRITE AND VERIFY is a
 // WRITE made durable before GOOD: data copied into the page cache is what
 // the verification would read back (BYTCHK compares equal by
 // construction), and the verification of the medium is the Sync.
@@ -131,11 +132,29 @@ func readWrite(_ int, cmd *api.SCSICommand) api.SAMStat {
 		// not an error. WRITE(6) never gets here: its 0 means 256 blocks.
 		return api.SAMStatGood
 	}
-	if cmd.OutSDBBuffer == nil || uint64(len(cmd.OutSDBBuffer.Buffer)) < tl {
-		// The initiator sends less than the CDB asks to write.
-		return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInCDB)
+	var out []byte
+	if cmd.OutSDBBuffer != nil {
+		out = cmd.OutSDBBuffer.Buffer
 	}
-	l.copyLocked(lba, uint64(n), cmd.OutSDBBuffer.Buffer[:tl])
+	if uint64(len(out)) < tl {
+		// The initiator sent less than the CDB asks to write (iSCSI's
+		// Expected Data Transfer Length is below the TRANSFER LENGTH).
+		// As LIO, and as libiscsi's iSCSIResiduals tests expect: the
+		// whole blocks it sent are written and GOOD answered (nothing,
+		// for no data-out), and the transport reports the rest as a
+		// residual overflow (Task.DataOutLength). A data-out that ends
+		// inside a block cannot be written as sent: INVALID FIELD IN
+		// COMMAND INFORMATION UNIT, one of the answers libiscsi takes.
+		// More than the CDB asks is ignored past tl (residual underflow).
+		if len(out)%512 != 0 {
+			return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInCommandIU)
+		}
+		n, tl = uint32(len(out)>>9), uint64(len(out))
+		if n == 0 {
+			return api.SAMStatGood
+		}
+	}
+	l.copyLocked(lba, uint64(n), out[:tl])
 	if fua {
 		return l.sync(cmd, off, tl)
 	}

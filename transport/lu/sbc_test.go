@@ -633,7 +633,8 @@ func TestZeroTransferLength(t *testing.T) {
 		{name: "WRITE AND VERIFY(16)", cdb: cdb16(byte(api.WRITE_VERIFY_16), 0, 3, 0)},
 		{name: "WRITE(10) past the end", cdb: cdb10(byte(api.WRITE_10), 0, lbas+1, 0), key: keyIllegalRequest, asc: ascLBAOutOfRange},
 		{name: "WRITE(16) at LBA 2^64-1", cdb: cdb16(byte(api.WRITE_16), 0, 1<<64-1, 0), key: keyIllegalRequest, asc: ascLBAOutOfRange},
-		{name: "WRITE(6) of 0 is 256 blocks", cdb: []byte{byte(api.WRITE_6), 0, 0, 0, 0, 0}, key: keyIllegalRequest, asc: ascInvalidFieldInCDB},
+		// 256 blocks from LBA 7937 pass the end; 0 would not.
+		{name: "WRITE(6) of 0 is 256 blocks", cdb: []byte{byte(api.WRITE_6), 0, (lbas - 255) >> 8, (lbas - 255) & 0xff, 0, 0}, key: keyIllegalRequest, asc: ascLBAOutOfRange},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -48,6 +48,24 @@ type Task struct {
 	FromStore   bool
 	StoreOffset int64
 	LU          *LU
+
+	// DataOutLength is the octets of data-out the CDB asks for: a WRITE's
+	// or WRITE AND VERIFY's TRANSFER LENGTH times 512, twice that for
+	// COMPARE AND WRITE, one block for WRITE SAME (0 with NDOB), UNMAP's
+	// or MODE SELECT's PARAMETER LIST LENGTH, and so on; 0 for a command
+	// without data-out (READ, INQUIRY, ...). Execute sets it for every
+	// command, whatever the status, from the CDB alone. Where the CDB does
+	// not say (an opcode this package does not know, FORMAT UNIT's
+	// parameter list), it is len(out), so no residual. Past 2^32-1 it is
+	// 2^32-1.
+	//
+	// The transport compares it with the Expected Data Transfer Length
+	// (len(out)) for the SCSI Response's residual (RFC 7143 11.4.5):
+	// EDTL < DataOutLength is Residual Overflow by DataOutLength-EDTL,
+	// EDTL > DataOutLength Residual Underflow by EDTL-DataOutLength. Of
+	// the data-out, WRITE and WRITE AND VERIFY use the lesser of the two
+	// (readWrite).
+	DataOutLength uint32
 }
 
 // NeedsInBuffer reports whether a command with this CDB needs a data-in
@@ -56,11 +74,13 @@ type Task struct {
 func NeedsInBuffer(cdb []byte) bool { return len(cdb) == 0 || !isRead(cdb[0]) }
 
 // Execute runs the command cdb on LUN lun. out holds its data-out octets
-// (nil when none): exactly what the initiator sent. Data-in of a command
+// (nil when none): exactly what the initiator sent, which may be more or
+// less than the CDB asks for (task.DataOutLength). Data-in of a command
 // that is not a READ is written into inBuf, which the caller sizes to the
 // command's expected data transfer length. Results are in task.
 func (t *Target) Execute(task *Task, lun iscsi.LUN, cdb, out, inBuf []byte) {
 	task.Status, task.Sense, task.DataIn, task.FromStore, task.StoreOffset, task.LU = scsi.StatusGood, nil, nil, false, 0, nil
+	task.DataOutLength = uint32(len(out))
 	if len(cdb) == 0 || len(cdb) > len(task.cdb) {
 		task.setSense(scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInCDB)
 		return
@@ -69,6 +89,7 @@ func (t *Target) Execute(task *Task, lun iscsi.LUN, cdb, out, inBuf []byte) {
 	*c = api.SCSICommand{}
 	n := copy(task.cdb[:], cdb)
 	clear(task.cdb[n:])
+	task.DataOutLength = dataOutLength(&task.cdb, len(out))
 	c.SCB = task.cdb[:]
 	c.SCBLength = n
 	c.OpCode = cdb[0]

@@ -20,22 +20,30 @@ package scsi
 const (
 	TestUnitReady             = 0x00 // TEST UNIT READY
 	RequestSense              = 0x03 // REQUEST SENSE
+	FormatUnit                = 0x04 // FORMAT UNIT
 	Read6                     = 0x08 // READ(6)
 	Write6                    = 0x0a // WRITE(6)
 	Inquiry                   = 0x12 // INQUIRY
+	ModeSelect6               = 0x15 // MODE SELECT(6)
 	Reserve6                  = 0x16 // RESERVE(6) (SPC-2)
 	Release6                  = 0x17 // RELEASE(6) (SPC-2)
 	ModeSense6                = 0x1a // MODE SENSE(6)
+	StartStopUnit             = 0x1b // START STOP UNIT
+	SendDiagnostic            = 0x1d // SEND DIAGNOSTIC
 	PreventAllowMediumRemoval = 0x1e // PREVENT ALLOW MEDIUM REMOVAL
+	ReadCapacity10            = 0x25 // READ CAPACITY(10)
 	Read10                    = 0x28 // READ(10)
 	Write10                   = 0x2a // WRITE(10)
 	WriteAndVerify10          = 0x2e // WRITE AND VERIFY(10)
 	Verify10                  = 0x2f // VERIFY(10)
+	PreFetch10                = 0x34 // PRE-FETCH(10)
 	SynchronizeCache10        = 0x35 // SYNCHRONIZE CACHE(10)
 	WriteSame10               = 0x41 // WRITE SAME(10)
 	Unmap                     = 0x42 // UNMAP
+	ModeSelect10              = 0x55 // MODE SELECT(10)
 	Reserve10                 = 0x56 // RESERVE(10) (SPC-2)
 	Release10                 = 0x57 // RELEASE(10) (SPC-2)
+	ModeSense10               = 0x5a // MODE SENSE(10)
 	PersistentReserveIn       = 0x5e // PERSISTENT RESERVE IN
 	PersistentReserveOut      = 0x5f // PERSISTENT RESERVE OUT
 	VariableLength            = 0x7f // variable length CDBs
@@ -44,6 +52,8 @@ const (
 	Write16                   = 0x8a // WRITE(16)
 	OrWrite16                 = 0x8b // ORWRITE(16)
 	WriteAndVerify16          = 0x8e // WRITE AND VERIFY(16)
+	Verify16                  = 0x8f // VERIFY(16)
+	PreFetch16                = 0x90 // PRE-FETCH(16)
 	SynchronizeCache16        = 0x91 // SYNCHRONIZE CACHE(16)
 	WriteSame16               = 0x93 // WRITE SAME(16)
 	ServiceActionIn16         = 0x9e // SERVICE ACTION IN(16)
@@ -53,6 +63,7 @@ const (
 	Read12                    = 0xa8 // READ(12)
 	Write12                   = 0xaa // WRITE(12)
 	WriteAndVerify12          = 0xae // WRITE AND VERIFY(12)
+	Verify12                  = 0xaf // VERIFY(12)
 )
 
 // Service actions, in the SERVICE ACTION field (CDB octet 1, bits 4-0).
@@ -83,6 +94,7 @@ const (
 // Additional sense codes and qualifiers (SPC-4), ASC<<8 | ASCQ.
 const (
 	ASCWriteError                  = 0x0c00 // WRITE ERROR
+	ASCInvalidFieldInCommandIU     = 0x0e03 // INVALID FIELD IN COMMAND INFORMATION UNIT
 	ASCUnrecoveredReadError        = 0x1100 // UNRECOVERED READ ERROR
 	ASCParameterListLengthError    = 0x1a00 // PARAMETER LIST LENGTH ERROR
 	ASCMiscompareDuringVerify      = 0x1d00 // MISCOMPARE DURING VERIFY OPERATION
