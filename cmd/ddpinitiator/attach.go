@@ -65,6 +65,13 @@ process logs out after its last device. On a kernel without the driver
 this process, logging to stderr, until they are detached or a signal
 takes down those that are not in use.
 
+When the process serving a device dies (kill -9, a crash), the kernel
+holds the device's I/O: for 30 s with NBD, until detach with ublk (its
+user recovery). "ddpinitiator attach --recover /dev/ublkbN" (or
+/dev/nbdN) logs in again and serves the same device, so a filesystem
+mounted on it carries on; the target and portal come from the device's
+state in RUN-DIR. Detach of a device whose process died removes it.
+
 `
 
 func attachCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -72,11 +79,45 @@ func attachCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	var c common
 	var m mountFlags
 	var nbd, ublk, foreground bool
+	var recoverDev string
 	c.register(fs, true)
 	m.register(fs, false)
 	fs.BoolVar(&nbd, "nbd", false, "expose each LUN as a kernel NBD device (/dev/nbdN) instead of a loop device")
 	fs.BoolVar(&ublk, "ublk", false, "expose each LUN as a ublk device (/dev/ublkbN) instead of a loop device")
 	fs.BoolVar(&foreground, "foreground", false, "with --nbd or --ublk: serve in this process instead of a daemon")
+	fs.StringVar(&recoverDev, "recover", "", "serve `DEVICE` (/dev/nbdN, /dev/ublkbN) again after its process died; its target, portal and LUN come from its state")
+	if code, ok := parseFlags(fs, args, stdout, stderr, attachHelp); !ok {
+		return code
+	}
+	if recoverDev != "" {
+		// The target and portal of the device, unless given.
+		st, err := readBlockState(blockStatePath(m.runDir, recoverDev))
+		if err != nil {
+			fmt.Fprintf(stderr, "ddpinitiator attach: --recover %s: no state of it (%v; see --run-dir)\n", recoverDev, err)
+			return exitFailed
+		}
+		if st.PID != os.Getpid() && mount.Alive(st.PID) {
+			fmt.Fprintf(stderr, "ddpinitiator attach: --recover %s: it is still served by pid %d\n", recoverDev, st.PID)
+			return exitFailed
+		}
+		if fs.NArg() == 0 {
+			if c.target == "" {
+				args = append(args, "--target", st.Target)
+			}
+			args = append(args, st.Portal)
+		}
+		k := kindOf(recoverDev)
+		if k == nil {
+			fmt.Fprintf(stderr, "ddpinitiator attach: --recover takes an NBD or ublk device (/dev/nbdN, /dev/ublkbN), not %s\n", recoverDev)
+			return exitUsage
+		}
+		isNBD := k == blockKinds["nbd"]
+		if isNBD && ublk || !isNBD && nbd {
+			fmt.Fprintf(stderr, "ddpinitiator attach: --recover %s is not a device of the kind asked for\n", recoverDev)
+			return exitUsage
+		}
+		nbd, ublk = isNBD, !isNBD
+	}
 	portal, _, code, ok := parse(fs, &c, args, stdout, stderr, attachHelp)
 	if !ok {
 		return code
@@ -101,7 +142,7 @@ func attachCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return exitUsage
 		}
 		if foreground {
-			return serveBlock(ctx, kind, &c, &m, portal, stdout, stderr)
+			return serveBlock(ctx, kind, &c, &m, portal, recoverDev, stdout, stderr)
 		}
 		return attachBlock(kind, &c, &m, args[:len(args)-fs.NArg()], portal, stdout, stderr)
 	}

@@ -40,9 +40,24 @@ type blockKind struct {
 	name   *regexp.Regexp
 	// available says why the kernel cannot serve the kind, or nil.
 	available func() error
-	// attach exposes a LUN; stop takes a device down from any process.
-	attach func(ctx context.Context, s *initiator.Session, d *remote.Disk, inFlight int, backend string, l *log.Entry) (blockDevice, error)
-	stop   func(dev string) error
+	// attach exposes a LUN; recover serves dev, whose process died,
+	// again; stop takes a device down from any process; remove takes
+	// down one whose process died.
+	attach  func(ctx context.Context, s *initiator.Session, d *remote.Disk, inFlight int, backend string, l *log.Entry) (blockDevice, error)
+	recover func(ctx context.Context, dev string, s *initiator.Session, d *remote.Disk, inFlight int, backend string, l *log.Entry) (blockDevice, error)
+	stop    func(dev string) error
+	remove  func(dev string) error
+}
+
+// devIndex is the number at the end of a device's name.
+func devIndex(dev string) int {
+	name := filepath.Base(dev)
+	i := len(name)
+	for i > 0 && name[i-1] >= '0' && name[i-1] <= '9' {
+		i--
+	}
+	n, _ := strconv.Atoi(name[i:])
+	return n
 }
 
 // blockDevice is a LUN exposed as a block device by this process.
@@ -66,28 +81,36 @@ var blockKinds = map[string]*blockKind{
 			}
 			return nbdDevice{dev}, nil
 		},
-		stop: func(dev string) error {
-			m := regexp.MustCompile(`^nbd([0-9]+)$`).FindStringSubmatch(filepath.Base(dev))
-			i, _ := strconv.Atoi(m[1])
-			return nbd.Disconnect(i)
+		recover: func(ctx context.Context, dev string, s *initiator.Session, d *remote.Disk, inFlight int, backend string, l *log.Entry) (blockDevice, error) {
+			nd, err := nbd.Reattach(ctx, devIndex(dev), nbd.NewLUN(s, d), nbd.Options{InFlight: inFlight, Backend: backend, Log: l})
+			if err != nil {
+				return nil, err
+			}
+			return nbdDevice{nd}, nil
 		},
+		stop:   func(dev string) error { return nbd.Disconnect(devIndex(dev)) },
+		remove: func(dev string) error { return nbd.Disconnect(devIndex(dev)) },
 	},
 	"ublk": {
 		flag: "--ublk", module: "ublk_drv", node: ublk.ControlPath,
 		name:      regexp.MustCompile(`^ublkb([0-9]+)$`),
 		available: ublk.Available,
 		attach: func(ctx context.Context, s *initiator.Session, d *remote.Disk, inFlight int, _ string, l *log.Entry) (blockDevice, error) {
-			dev, err := ublk.Attach(ctx, nbd.NewLUN(s, d), ublk.Options{QueueDepth: inFlight, Log: l})
+			dev, err := ublk.Attach(ctx, nbd.NewLUN(s, d), ublk.Options{QueueDepth: inFlight, Recovery: true, Log: l})
 			if err != nil {
 				return nil, err
 			}
 			return ublkDevice{dev}, nil
 		},
-		stop: func(dev string) error {
-			m := regexp.MustCompile(`^ublkb([0-9]+)$`).FindStringSubmatch(filepath.Base(dev))
-			i, _ := strconv.Atoi(m[1])
-			return ublk.Stop(i)
+		recover: func(ctx context.Context, dev string, s *initiator.Session, d *remote.Disk, inFlight int, _ string, l *log.Entry) (blockDevice, error) {
+			ud, err := ublk.Recover(ctx, devIndex(dev), nbd.NewLUN(s, d), ublk.Options{QueueDepth: inFlight, Log: l})
+			if err != nil {
+				return nil, err
+			}
+			return ublkDevice{ud}, nil
 		},
+		stop:   func(dev string) error { return ublk.Stop(devIndex(dev)) },
+		remove: func(dev string) error { return ublk.Remove(devIndex(dev)) },
 	},
 }
 
@@ -191,7 +214,7 @@ func mountID(s string) string {
 // serveBlock logs in and serves every selected LUN as one of kind's
 // devices until each is taken down (detach) or a signal takes down those
 // that nothing uses; then it logs out.
-func serveBlock(ctx context.Context, kind string, c *common, m *mountFlags, portal string, stdout, stderr io.Writer) int {
+func serveBlock(ctx context.Context, kind string, c *common, m *mountFlags, portal, recoverDev string, stdout, stderr io.Writer) int {
 	k := blockKinds[kind]
 	ready := mount.ReadyReporter()
 	fail := func(format string, a ...any) int {
@@ -239,6 +262,13 @@ func serveBlock(ctx context.Context, kind string, c *common, m *mountFlags, port
 	if len(luns) == 0 {
 		return fail("%s reports no LUNs", target)
 	}
+	if recoverDev != "" {
+		st, err := readBlockState(blockStatePath(m.runDir, recoverDev))
+		if err != nil {
+			return fail("recovering %s: %v", recoverDev, err)
+		}
+		luns = []uint16{st.LUN}
+	}
 
 	// Devices are served on a context of their own: a signal asks for
 	// their removal, it does not cut them off.
@@ -262,7 +292,12 @@ func serveBlock(ctx context.Context, kind string, c *common, m *mountFlags, port
 			takeDown()
 			return fail("%v", err)
 		}
-		dev, err := k.attach(serveCtx, s, d, depth, fmt.Sprintf("%s/lun%d", target, n), l)
+		var dev blockDevice
+		if recoverDev != "" {
+			dev, err = k.recover(serveCtx, recoverDev, s, d, depth, fmt.Sprintf("%s/lun%d", target, n), l)
+		} else {
+			dev, err = k.attach(serveCtx, s, d, depth, fmt.Sprintf("%s/lun%d", target, n), l)
+		}
 		if err != nil {
 			takeDown()
 			return fail("LUN %d: %v", n, err)
@@ -380,12 +415,18 @@ func detachBlock(k *blockKind, runDir, dev string, stdout io.Writer) error {
 		}
 		return err
 	}
-	if !mount.Alive(st.PID) {
-		os.Remove(state)
-		return fmt.Errorf("the process that served %s (pid %d) is gone; its state is removed", dev, st.PID)
-	}
 	if err := inUse(dev); err != nil {
 		return err
+	}
+	if !mount.Alive(st.PID) {
+		// Nobody serves it: "attach --recover" could have; it goes
+		// now, and I/O the kernel held for a recovery fails.
+		if err := k.remove(dev); err != nil {
+			return err
+		}
+		os.Remove(state)
+		fmt.Fprintf(stdout, "detached %s (its process, pid %d, had died)\n", dev, st.PID)
+		return nil
 	}
 	if err := k.stop(dev); err != nil {
 		return err

@@ -108,6 +108,45 @@ func Attach(ctx context.Context, lun *LUN, o Options) (*Device, error) {
 	return d, nil
 }
 
+// Reattach serves device index again after the process that served it
+// died: the kernel holds its I/O for the DeadConnTimeout the device was
+// connected with, and takes a new socket with NBD_CMD_RECONFIGURE (o's
+// Backend must be the one it was connected with). The new socket is
+// offered until the kernel takes it, for up to o.DeadConnTimeout.
+func Reattach(ctx context.Context, index int, lun *LUN, o Options) (*Device, error) {
+	if o.DeadConnTimeout == 0 {
+		o.DeadConnTimeout = 30 * time.Second
+	}
+	if o.Log == nil {
+		o.Log = log.NewEntry(log.StandardLogger())
+	}
+	if got, err := readSysSize(index); err == nil && got != lun.Size() {
+		return nil, fmt.Errorf("nbd: /dev/nbd%d has %d octets, the LUN %d: not the same disk", index, got, lun.Size())
+	}
+	g, err := openGenl()
+	if err != nil {
+		return nil, err
+	}
+	d := &Device{Index: index, Path: fmt.Sprintf("/dev/nbd%d", index), srv: NewServer(lun, o.InFlight, o.Log), g: g, opts: o, log: o.Log, done: make(chan struct{})}
+	if err := d.reconnect(ctx); err != nil {
+		g.close()
+		return nil, fmt.Errorf("nbd: %s: %w", d.Path, err)
+	}
+	go d.run(ctx)
+	return d, nil
+}
+
+// readSysSize reads a device's size from sysfs.
+func readSysSize(index int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/sys/block/nbd%d/size", index))
+	if err != nil {
+		return 0, err
+	}
+	var sectors int64
+	_, err = fmt.Sscan(string(b), &sectors)
+	return sectors * 512, err
+}
+
 // run serves connections until the device is disconnected.
 func (d *Device) run(ctx context.Context) {
 	defer close(d.done)

@@ -20,6 +20,7 @@ const (
 	CmdStartDev          = 0x06
 	CmdStopDev           = 0x07
 	CmdSetParams         = 0x08
+	CmdGetParams         = 0x09
 	CmdStartUserRecovery = 0x10
 	CmdEndUserRecovery   = 0x11
 )
@@ -48,8 +49,9 @@ const (
 
 // Device flags (features).
 const (
-	FlagURingCmdCompInTask = 1 << 1
-	FlagUserRecovery       = 1 << 3
+	FlagURingCmdCompInTask  = 1 << 1
+	FlagUserRecovery        = 1 << 3
+	FlagUserRecoveryReissue = 1 << 4
 )
 
 // Parameters.
@@ -177,6 +179,22 @@ func (p Params) Encode(b []byte) []byte {
 	ne.PutUint32(b[52:], p.MaxWriteZeroesSectors)
 	ne.PutUint16(b[56:], p.MaxDiscardSegments)
 	return b
+}
+
+// ParseParams decodes parameters the kernel wrote back (GET_PARAMS).
+func ParseParams(b []byte) (Params, error) {
+	if len(b) < ParamsLen {
+		return Params{}, fmt.Errorf("ublk: parameters of %d octets", len(b))
+	}
+	return Params{
+		Types: ne.Uint32(b[4:]), Attrs: ne.Uint32(b[8:]),
+		LogicalBSShift: b[12], PhysicalBSShift: b[13], IOOptShift: b[14], IOMinShift: b[15],
+		MaxSectors: ne.Uint32(b[16:]), ChunkSectors: ne.Uint32(b[20:]),
+		DevSectors: ne.Uint64(b[24:]), VirtBoundaryMask: ne.Uint64(b[32:]),
+		DiscardAlignment: ne.Uint32(b[40:]), DiscardGranularity: ne.Uint32(b[44:]),
+		MaxDiscardSectors: ne.Uint32(b[48:]), MaxWriteZeroesSectors: ne.Uint32(b[52:]),
+		MaxDiscardSegments: ne.Uint16(b[56:]),
+	}, nil
 }
 
 // IOCmd is struct ublksrv_io_cmd (16 octets).

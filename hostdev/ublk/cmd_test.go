@@ -70,6 +70,13 @@ func TestParamsLayout(t *testing.T) {
 			t.Errorf("%s at %d: %d, want %d", f.name, f.off, f.got, f.want)
 		}
 	}
+	back, err := ParseParams(b)
+	if err != nil || back != p {
+		t.Fatalf("ParseParams: %+v, %v\nwant %+v", back, err, p)
+	}
+	if _, err := ParseParams(b[:63]); err == nil {
+		t.Fatal("short parameters parsed")
+	}
 }
 
 func TestIOCmdAndDesc(t *testing.T) {

@@ -30,7 +30,14 @@ type Options struct {
 	// MaxIO is the largest request in octets (max_sectors), the size of
 	// each tag's buffer; default 512 KiB.
 	MaxIO int
-	Log   *log.Entry
+	// Recovery adds the device with UBLK_F_USER_RECOVERY and
+	// _REISSUE: when this process dies the kernel holds the device's
+	// I/O until another serves it (Recover).
+	Recovery bool
+	// RecoverWait bounds how long Recover waits for the kernel to see
+	// the old process gone; default 30 s.
+	RecoverWait time.Duration
+	Log         *log.Entry
 }
 
 // Device is a ublk block device, /dev/ublkbN, served by this process:
@@ -137,6 +144,14 @@ func cmdName(op uint32) string {
 		return "STOP_DEV"
 	case CmdSetParams:
 		return "SET_PARAMS"
+	case CmdGetDevInfo:
+		return "GET_DEV_INFO"
+	case CmdGetParams:
+		return "GET_PARAMS"
+	case CmdStartUserRecovery:
+		return "START_USER_RECOVERY"
+	case CmdEndUserRecovery:
+		return "END_USER_RECOVERY"
 	}
 	return fmt.Sprintf("command %#x", op)
 }
@@ -168,6 +183,25 @@ func Stop(id int) error {
 	return nil
 }
 
+// Remove stops and deletes device id when no process serves it any more
+// (its server died and nobody recovered it): I/O the kernel held for a
+// recovery fails.
+func Remove(id int) error {
+	c, err := openControl()
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	dev := CtrlCmd{DevID: uint32(id), QueueID: 0xffff}
+	if _, err := c.cmd(CmdStopDev, dev, nil); err != nil {
+		return fmt.Errorf("ublk: STOP_DEV of ublkb%d: %w", id, err)
+	}
+	if _, err := c.cmd(CmdDelDev, dev, nil); err != nil {
+		return fmt.Errorf("ublk: DEL_DEV of ublkb%d: %w", id, err)
+	}
+	return nil
+}
+
 func shift(n int) uint8 {
 	s := uint8(0)
 	for 1<<s < n {
@@ -176,9 +210,8 @@ func shift(n int) uint8 {
 	return s
 }
 
-// Attach adds a ublk device for lun and serves it until it is stopped
-// (Disconnect here, or Stop from any process).
-func Attach(ctx context.Context, lun *nbd.LUN, o Options) (*Device, error) {
+// normalize fills in Options' defaults.
+func (o *Options) normalize() {
 	if o.QueueDepth <= 0 {
 		o.QueueDepth = 64
 	}
@@ -187,7 +220,6 @@ func Attach(ctx context.Context, lun *nbd.LUN, o Options) (*Device, error) {
 		o.Queues = runtime.NumCPU()
 	}
 	o.Queues = max(1, min(o.Queues, o.QueueDepth))
-	depth := (o.QueueDepth + o.Queues - 1) / o.Queues
 	if o.MaxIO <= 0 {
 		o.MaxIO = 512 << 10
 	}
@@ -196,40 +228,19 @@ func Attach(ctx context.Context, lun *nbd.LUN, o Options) (*Device, error) {
 	if o.Log == nil {
 		o.Log = log.NewEntry(log.StandardLogger())
 	}
+	if o.RecoverWait <= 0 {
+		o.RecoverWait = 30 * time.Second
+	}
+}
+
+// deviceParams are the device's parameters for lun.
+func deviceParams(lun *nbd.LUN, maxIO int) Params {
 	bs := lun.BlockSize()
-	if bs < 512 || bs > page {
-		return nil, fmt.Errorf("ublk: a %d-octet logical block is outside 512..%d", bs, page)
-	}
-	c, err := openControl()
-	if err != nil {
-		return nil, err
-	}
-	info := make([]byte, DevInfoLen)
-	DevInfo{NrHWQueues: uint16(o.Queues), QueueDepth: uint16(depth), MaxIOBufBytes: uint32(o.MaxIO), DevID: ^uint32(0)}.Encode(info)
-	if _, err := c.cmd(CmdAddDev, CtrlCmd{DevID: ^uint32(0), QueueID: 0xffff}, info); err != nil {
-		c.close()
-		return nil, fmt.Errorf("ublk: ADD_DEV: %w", err)
-	}
-	di, _ := ParseDevInfo(info)
-	d := &Device{ID: int(di.DevID), Path: fmt.Sprintf("/dev/ublkb%d", di.DevID), lun: lun, opts: o, log: o.Log,
-		cdev: -1, depth: depth, done: make(chan struct{})}
-	if int(di.NrHWQueues) < o.Queues { // the kernel allows one per CPU
-		o.Queues = int(di.NrHWQueues)
-		d.opts.Queues = o.Queues
-	}
-	fail := func(err error) (*Device, error) {
-		d.release()
-		if _, derr := c.cmd(CmdDelDev, CtrlCmd{DevID: di.DevID, QueueID: 0xffff}, nil); derr != nil {
-			o.Log.Warnf("ublk: DEL_DEV of ublkb%d after a failed start: %v", di.DevID, derr)
-		}
-		c.close()
-		return nil, err
-	}
 	p := Params{
 		Types:          ParamTypeBasic | ParamTypeDiscard,
 		Attrs:          AttrVolatileCache | AttrFUA,
 		LogicalBSShift: shift(bs), PhysicalBSShift: shift(bs), IOMinShift: shift(bs),
-		MaxSectors: uint32(o.MaxIO >> 9),
+		MaxSectors: uint32(maxIO >> 9),
 		DevSectors: uint64(lun.Size() >> 9),
 		// Discard and write zeroes: one range per request, as 6.1
 		// requires, of up to 1 GiB; the LUN splits them into commands.
@@ -238,11 +249,131 @@ func Attach(ctx context.Context, lun *nbd.LUN, o Options) (*Device, error) {
 	if lun.ReadOnly() {
 		p.Attrs |= AttrReadOnly
 	}
-	params := p.Encode(make([]byte, ParamsLen))
-	if _, err := c.cmd(CmdSetParams, CtrlCmd{DevID: di.DevID, QueueID: 0xffff}, params); err != nil {
-		return fail(fmt.Errorf("ublk: SET_PARAMS: %w", err))
+	return p
+}
+
+func checkBlockSize(lun *nbd.LUN) error {
+	if bs, page := lun.BlockSize(), os.Getpagesize(); bs < 512 || bs > page {
+		return fmt.Errorf("ublk: a %d-octet logical block is outside 512..%d", bs, page)
 	}
-	cpath := fmt.Sprintf("/dev/ublkc%d", di.DevID)
+	return nil
+}
+
+// Attach adds a ublk device for lun and serves it until it is stopped
+// (Disconnect here, or Stop from any process).
+func Attach(ctx context.Context, lun *nbd.LUN, o Options) (*Device, error) {
+	o.normalize()
+	if err := checkBlockSize(lun); err != nil {
+		return nil, err
+	}
+	c, err := openControl()
+	if err != nil {
+		return nil, err
+	}
+	depth := (o.QueueDepth + o.Queues - 1) / o.Queues
+	var flags uint64
+	if o.Recovery {
+		flags = FlagUserRecovery | FlagUserRecoveryReissue
+	}
+	info := make([]byte, DevInfoLen)
+	DevInfo{NrHWQueues: uint16(o.Queues), QueueDepth: uint16(depth), MaxIOBufBytes: uint32(o.MaxIO), DevID: ^uint32(0), Flags: flags}.Encode(info)
+	if _, err := c.cmd(CmdAddDev, CtrlCmd{DevID: ^uint32(0), QueueID: 0xffff}, info); err != nil {
+		c.close()
+		return nil, fmt.Errorf("ublk: ADD_DEV: %w", err)
+	}
+	di, _ := ParseDevInfo(info)
+	if o.Recovery && di.Flags&FlagUserRecovery == 0 {
+		o.Log.Warnf("ublk: the kernel does not offer user recovery: a restart of this process fails the device's I/O")
+	}
+	o.Queues = int(di.NrHWQueues) // the kernel allows one per CPU
+	d := newDevice(int(di.DevID), lun, o, int(di.QueueDepth))
+	p := deviceParams(lun, o.MaxIO).Encode(make([]byte, ParamsLen))
+	if _, err = c.cmd(CmdSetParams, CtrlCmd{DevID: di.DevID, QueueID: 0xffff}, p); err != nil {
+		err = fmt.Errorf("ublk: SET_PARAMS: %w", err)
+	} else {
+		// START_DEV waits for every tag's FETCH_REQ, then adds the
+		// disk, whose partition scan the queues already serve.
+		err = d.start(ctx, c, CmdStartDev)
+	}
+	if err != nil {
+		if _, derr := c.cmd(CmdDelDev, CtrlCmd{DevID: di.DevID, QueueID: 0xffff}, nil); derr != nil {
+			o.Log.Warnf("ublk: DEL_DEV of ublkb%d after a failed start: %v", di.DevID, derr)
+		}
+		c.close()
+		return nil, err
+	}
+	go d.serve(c)
+	return d, nil
+}
+
+// Recover serves device id again after the process that served it died
+// (UBLK_F_USER_RECOVERY): the kernel holds the device's I/O meanwhile,
+// and requeues what the dead process had not answered. It waits up to
+// RecoverWait for the kernel to notice the death (it looks every 5 s),
+// checks that lun is the device's size and block size, and takes the
+// queues over (START_USER_RECOVERY, FETCH_REQ, END_USER_RECOVERY).
+func Recover(ctx context.Context, id int, lun *nbd.LUN, o Options) (*Device, error) {
+	o.normalize()
+	c, err := openControl()
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Device, error) {
+		c.close()
+		return nil, err
+	}
+	dev := CtrlCmd{DevID: uint32(id), QueueID: 0xffff}
+	info := make([]byte, DevInfoLen)
+	if _, err := c.cmd(CmdGetDevInfo, dev, info); err != nil {
+		return fail(fmt.Errorf("ublk: GET_DEV_INFO of ublkb%d: %w", id, err))
+	}
+	di, _ := ParseDevInfo(info)
+	if di.Flags&FlagUserRecovery == 0 {
+		return fail(fmt.Errorf("ublk: ublkb%d was added without user recovery", id))
+	}
+	pb := Params{}.Encode(make([]byte, ParamsLen)) // its length field says how much to read
+	if _, err := c.cmd(CmdGetParams, dev, pb); err != nil {
+		return fail(fmt.Errorf("ublk: GET_PARAMS of ublkb%d: %w", id, err))
+	}
+	p, _ := ParseParams(pb)
+	if p.DevSectors != uint64(lun.Size()>>9) || p.LogicalBSShift != shift(lun.BlockSize()) {
+		return fail(fmt.Errorf("ublk: ublkb%d has %d sectors of 1<<%d octets, the LUN %d octets in blocks of %d: not the same disk",
+			id, p.DevSectors, p.LogicalBSShift, lun.Size(), lun.BlockSize()))
+	}
+	o.Queues, o.MaxIO = int(di.NrHWQueues), int(di.MaxIOBufBytes)
+	deadline := time.Now().Add(o.RecoverWait)
+	for {
+		_, err := c.cmd(CmdStartUserRecovery, dev, nil)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			return fail(fmt.Errorf("ublk: START_USER_RECOVERY of ublkb%d: %w (busy: its process still runs, or the kernel has not yet seen it die)", id, err))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	d := newDevice(id, lun, o, int(di.QueueDepth))
+	if err := d.start(ctx, c, CmdEndUserRecovery); err != nil {
+		return fail(err)
+	}
+	go d.serve(c)
+	return d, nil
+}
+
+func newDevice(id int, lun *nbd.LUN, o Options, depth int) *Device {
+	return &Device{ID: id, Path: fmt.Sprintf("/dev/ublkb%d", id), lun: lun, opts: o, log: o.Log,
+		cdev: -1, depth: depth, done: make(chan struct{})}
+}
+
+// start opens /dev/ublkcN, maps each queue's descriptors, starts the
+// queues' threads, and once each has fetched sends op (START_DEV or
+// END_USER_RECOVERY), which the kernel completes when every tag is
+// fetched. On failure nothing of the device is left open.
+func (d *Device) start(ctx context.Context, c *control, op uint32) error {
+	o := d.opts
+	page := os.Getpagesize()
+	cpath := fmt.Sprintf("/dev/ublkc%d", d.ID)
+	var err error
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		d.cdev, err = unix.Open(cpath, unix.O_RDWR|unix.O_CLOEXEC, 0)
 		if err == nil || !errors.Is(err, unix.ENOENT) || time.Now().After(deadline) {
@@ -250,18 +381,20 @@ func Attach(ctx context.Context, lun *nbd.LUN, o Options) (*Device, error) {
 		}
 	}
 	if err != nil {
-		return fail(&os.PathError{Op: "open", Path: cpath, Err: err})
+		return &os.PathError{Op: "open", Path: cpath, Err: err}
 	}
-	descSize := (depth*descLen + page - 1) / page * page
-	if d.bufs, err = unix.Mmap(-1, 0, o.Queues*depth*o.MaxIO, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil {
-		return fail(fmt.Errorf("ublk: I/O buffers: %w", err))
+	descSize := (d.depth*descLen + page - 1) / page * page
+	if d.bufs, err = unix.Mmap(-1, 0, o.Queues*d.depth*o.MaxIO, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil {
+		d.release()
+		return fmt.Errorf("ublk: I/O buffers: %w", err)
 	}
 	for i := range o.Queues {
-		q := &queue{d: d, id: uint16(i), lun: lun, ctx: context.WithoutCancel(ctx), done: make(chan struct{})}
+		q := &queue{d: d, id: uint16(i), lun: d.lun, ctx: context.WithoutCancel(ctx), done: make(chan struct{})}
 		// Queue i's descriptors are at i times the room of the
 		// largest queue's.
 		if q.descs, err = unix.Mmap(d.cdev, int64(i)*cmdBufStride, descSize, unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE); err != nil {
-			return fail(fmt.Errorf("ublk: mmap of %s's queue %d descriptors: %w", cpath, i, err))
+			d.release()
+			return fmt.Errorf("ublk: mmap of %s's queue %d descriptors: %w", cpath, i, err)
 		}
 		d.queues = append(d.queues, q)
 	}
@@ -272,43 +405,47 @@ func Attach(ctx context.Context, lun *nbd.LUN, o Options) (*Device, error) {
 			q.run(started)
 		}()
 	}
-	waitQueues := func() {
-		for _, q := range d.queues {
-			<-q.done
-		}
+	stopped := func(err error) error {
+		// The queues that did fetch hold the device until it is
+		// stopped.
+		c.cmd(CmdStopDev, CtrlCmd{DevID: uint32(d.ID), QueueID: 0xffff}, nil)
+		d.waitQueues()
+		d.release()
+		return err
 	}
 	for range d.queues {
 		if err := <-started; err != nil {
-			// The queues that did start hold the device until it is
-			// stopped.
-			c.cmd(CmdStopDev, CtrlCmd{DevID: di.DevID, QueueID: 0xffff}, nil)
-			waitQueues()
-			return fail(err)
+			return stopped(err)
 		}
 	}
-	// START_DEV waits for every tag's FETCH_REQ, then adds the disk,
-	// whose partition scan the queue already serves.
-	if _, err := c.cmd(CmdStartDev, CtrlCmd{DevID: di.DevID, QueueID: 0xffff, Data: [2]uint64{uint64(os.Getpid())}}, nil); err != nil {
-		c.cmd(CmdStopDev, CtrlCmd{DevID: di.DevID, QueueID: 0xffff}, nil)
-		waitQueues()
-		return fail(fmt.Errorf("ublk: START_DEV: %w", err))
+	if _, err := c.cmd(op, CtrlCmd{DevID: uint32(d.ID), QueueID: 0xffff, Data: [2]uint64{uint64(os.Getpid())}}, nil); err != nil {
+		return stopped(fmt.Errorf("ublk: %s: %w", cmdName(op), err))
 	}
-	o.Log.Infof("%s: %d queues of %d tags, requests of up to %d KiB copied through per-tag buffers", d.Path, o.Queues, depth, o.MaxIO>>10)
-	go func() {
-		waitQueues()
-		for _, q := range d.queues {
-			if q.err != nil && d.err == nil {
-				d.err = q.err
-			}
+	d.log.Infof("%s: %d queues of %d tags, requests of up to %d KiB copied through per-tag buffers (%s)", d.Path, o.Queues, d.depth, o.MaxIO>>10, cmdName(op))
+	return nil
+}
+
+func (d *Device) waitQueues() {
+	for _, q := range d.queues {
+		<-q.done
+	}
+}
+
+// serve waits for the queues to end (the device stopped), then deletes
+// the device.
+func (d *Device) serve(c *control) {
+	d.waitQueues()
+	for _, q := range d.queues {
+		if q.err != nil && d.err == nil {
+			d.err = q.err
 		}
-		d.release()
-		if _, err := c.cmd(CmdDelDev, CtrlCmd{DevID: di.DevID, QueueID: 0xffff}, nil); err != nil && d.err == nil {
-			d.err = fmt.Errorf("ublk: DEL_DEV: %w", err)
-		}
-		c.close()
-		close(d.done)
-	}()
-	return d, nil
+	}
+	d.release()
+	if _, err := c.cmd(CmdDelDev, CtrlCmd{DevID: uint32(d.ID), QueueID: 0xffff}, nil); err != nil && d.err == nil {
+		d.err = fmt.Errorf("ublk: DEL_DEV: %w", err)
+	}
+	c.close()
+	close(d.done)
 }
 
 // release gives back what refers to /dev/ublkcN, so that DEL_DEV, which
