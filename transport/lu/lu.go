@@ -77,7 +77,7 @@ func New(id uint64, store blockdev.Store) (*LU, error) {
 	l.sl.Attrs.Online = true
 	l.sl.Attrs.Readonly = store.ReadOnly()
 	l.sl.Attrs.ThinProvisioning = l.Thin()
-	l.sl.Attrs.Lbppbe = 3
+	l.sl.Attrs.Lbppbe = 0 // see readCapacity16
 	return l, nil
 }
 

@@ -355,8 +355,23 @@ func getLBAStatus(cmd *api.SCSICommand) api.SAMStat {
 }
 
 // readCapacity16 implements READ CAPACITY(16) (SBC-3 5.16): the last LBA,
-// the block length, 8 logical blocks per physical block (4 KiB pages), and
-// LBPME and LBPRZ from the store's Thin, like the VPD pages B0 and B2.
+// the block length, LBPME and LBPRZ from the store's Thin, like the VPD
+// pages B0 and B2, and LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT 0: one
+// logical block per physical block.
+//
+// The stores are byte-addressed mappings: any one 512-octet block is
+// read, written and discarded alone (Discard of one block zeroes exactly
+// it, in every store), so no block shares a unit of atomicity or
+// of provisioning with another, which is what a physical block of several
+// would say. We used to report 8 (4 KiB pages), which made libiscsi's
+// GetLBAStatus.UnmapSingle inconsistent: it unmaps blocks [0, i) and asks
+// the status of LBA i+1 expecting a descriptor that starts at i +
+// 2^LBPPBE, while SBC-3 has the first descriptor contain the starting
+// LBA. That the page cache works in pages is a matter of speed, not of
+// the medium, and is said where SBC-3 puts such hints: OPTIMAL TRANSFER
+// LENGTH GRANULARITY and OPTIMAL UNMAP GRANULARITY in the Block Limits
+// page, one page each (Linux takes the first for io_min, as it took the
+// physical block size before).
 func readCapacity16(cmd *api.SCSICommand) api.SAMStat {
 	l := luOf(cmd)
 	if l == nil {

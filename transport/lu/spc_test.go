@@ -71,7 +71,7 @@ func TestProvisioningReport(t *testing.T) {
 			tg.Execute(&task, l, readCapacity16CDB(32), nil, in[:32])
 			expect(t, &task, 0, 0)
 			rc := task.DataIn
-			if len(rc) != 32 || binary.BigEndian.Uint64(rc) != 2047 || binary.BigEndian.Uint32(rc[8:]) != 512 || rc[13]&0x0f != 3 {
+			if len(rc) != 32 || binary.BigEndian.Uint64(rc) != 2047 || binary.BigEndian.Uint32(rc[8:]) != 512 || rc[13]&0x0f != 0 {
 				t.Fatalf("READ CAPACITY(16): %x", rc)
 			}
 			if lbpme, lbprz := rc[14]&0x80 != 0, rc[14]&0x40 != 0; lbpme != c.thin || lbprz != c.thin {
@@ -92,6 +92,9 @@ func TestProvisioningReport(t *testing.T) {
 			}
 			if b0[4]&1 != 1 || b0[5] != maxCompareAndWrite || binary.BigEndian.Uint64(b0[36:]) != maxWriteSame {
 				t.Errorf("Block Limits: WSNZ %d, MAXIMUM COMPARE AND WRITE LENGTH %d, MAXIMUM WRITE SAME LENGTH %d", b0[4]&1, b0[5], binary.BigEndian.Uint64(b0[36:]))
+			}
+			if g := binary.BigEndian.Uint16(b0[6:]); int(g) != pageSize/512 {
+				t.Errorf("Block Limits: OPTIMAL TRANSFER LENGTH GRANULARITY %d, want a page, %d", g, pageSize/512)
 			}
 			unmap := [4]uint32{binary.BigEndian.Uint32(b0[20:]), binary.BigEndian.Uint32(b0[24:]), binary.BigEndian.Uint32(b0[28:]), binary.BigEndian.Uint32(b0[32:])}
 			want := [4]uint32{}
@@ -460,6 +463,34 @@ func TestGetLBAStatus(t *testing.T) {
 		expect(t, &task, 0, 0)
 		if len(task.DataIn) != int(alloc) || alloc >= 4 && binary.BigEndian.Uint32(task.DataIn) != 20 {
 			t.Errorf("allocation length %d: %x", alloc, task.DataIn)
+		}
+	}
+}
+
+// TestGetLBAStatusAfterUnmap: the second loop of libiscsi's
+// GetLBAStatus.UnmapSingle unmaps blocks [0, i) and asks GET LBA STATUS
+// of LBA i+1 for a descriptor that starts at i + 2^LBPPBE: only
+// consistent with SBC-3's "the first descriptor contains the starting
+// LBA" for one logical block per physical block, which READ CAPACITY(16)
+// reports (the stores are byte-addressed; UNMAP of one block zeroes it).
+func TestGetLBAStatusAfterUnmap(t *testing.T) {
+	tg, _ := targetOfKinds(t, lbas*512, bg)
+	l := lun(t, uint16(thinLU))
+	var task Task
+	in := make([]byte, 64)
+	tg.Execute(&task, l, readCapacity16CDB(32), nil, in)
+	expect(t, &task, 0, 0)
+	lbppb := uint64(1) << (task.DataIn[13] & 0x0f)
+	for i := lbppb; i+lbppb <= 256; i += lbppb {
+		tg.Execute(&task, l, unmapCDB(0, 24), unmapList([2]uint64{0, i}), nil)
+		expect(t, &task, 0, 0)
+		if !allOctets(tg.LU(uint16(thinLU)).data[:i*512], 0) {
+			t.Fatalf("unmapped blocks [0, %d) do not read zeros", i)
+		}
+		tg.Execute(&task, l, getLBAStatusCDB(i+1, 24), nil, in)
+		expect(t, &task, 0, 0)
+		if start := binary.BigEndian.Uint64(task.DataIn[8:]); start != i+lbppb {
+			t.Fatalf("GET LBA STATUS of LBA %d after unmapping [0, %d): descriptor starts at %d, want %d", i+1, i, start, i+lbppb)
 		}
 	}
 }

@@ -71,7 +71,7 @@ func newLUN0() (*api.SCSILu, []gscsi.SCSIDeviceOperation) {
 	l := &api.SCSILu{DeviceProtocol: proto, BlockShift: 9}
 	_ = proto.InitLu(l) // only sets attributes and mode pages
 	l.Attrs.Online = false
-	l.Attrs.Lbppbe = 3
+	l.Attrs.Lbppbe = 0
 	var ops []gscsi.SCSIDeviceOperation
 	if sbc, ok := proto.(gscsi.SBCSCSIDeviceProtocol); ok {
 		ops = sbc.SCSIDeviceOps

@@ -184,14 +184,17 @@ func appendSCSIName(b []byte, code, kind byte, s string) []byte {
 }
 
 // blockLimits appends the Block Limits page (SBC-3 6.5.3): WSNZ, the
-// MAXIMUM COMPARE AND WRITE LENGTH, and, on a thin LU, the UNMAP limits
-// and a granularity of one page; the MAXIMUM WRITE SAME LENGTH. Transfer
-// lengths are not reported (0): the transport bounds them.
+// MAXIMUM COMPARE AND WRITE LENGTH (octet 5, one octet), an OPTIMAL
+// TRANSFER LENGTH GRANULARITY of one page (the page cache's unit; see
+// readCapacity16), and, on a thin LU, the UNMAP limits and a granularity
+// of one page; the MAXIMUM WRITE SAME LENGTH. Transfer lengths are not
+// reported (0): the transport bounds them.
 func blockLimits(b []byte, l *LU) []byte {
 	b = append(b, make([]byte, 60)...)
 	p := b[4:]  // p[i] is octet 4+i of the page
 	p[0] = 0x01 // WSNZ: a WRITE SAME of 0 blocks is refused
 	p[1] = maxCompareAndWrite
+	binary.BigEndian.PutUint16(p[2:], uint16(pageSize/512))
 	if l != nil && l.Thin() {
 		binary.BigEndian.PutUint32(p[16:], maxUnmapBlocks)
 		binary.BigEndian.PutUint32(p[20:], maxUnmapDescriptors)
