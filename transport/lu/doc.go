@@ -5,8 +5,10 @@
 //
 // READ and WRITE replace gotgt's command functions: READ hands the transport a
 // slice of the store's mapping (which it RDMA-Writes to the initiator without
-// a copy), WRITE copies exactly the transfer length from the staging buffer
-// its data arrived in. The commands gotgt gets wrong or lacks are ours too:
+// a copy), WRITE copies the CDB's transfer length from the staging buffer
+// its data arrived in, or the whole blocks of a shorter data-out, as LIO
+// does; Task.DataOutLength tells the transport what the CDB asked for, so
+// it can report the residual. The commands gotgt gets wrong or lacks are ours too:
 // WRITE AND VERIFY, WRITE SAME(10/16) (with UNMAP and NDOB), UNMAP,
 // SYNCHRONIZE CACHE(10/16) over its range, COMPARE AND WRITE, READ
 // CAPACITY(16), GET LBA STATUS, and INQUIRY: the standard data (SPC-4, SBC-3) and the
