@@ -35,7 +35,7 @@ type Initiator struct {
 type RemoteTarget struct {
 	Name      string   // the target's iSCSI name (CheckISCSIName)
 	Portals   []string // host:port addresses to dial, in the order to try them; at least one, distinct
-	Transport string   // TransportTCP (default), TransportSCTP or TransportSCTPUDP
+	Transport string   // TransportTCP (default), TransportSCTP, TransportSCTPUDP or TransportISCSITCP
 	LUNs      []int    // the LUNs to use, distinct, 0..MaxLUNID; nil: every LUN the target reports
 	CHAP      *CHAP    // nil: no authentication
 }

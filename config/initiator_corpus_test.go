@@ -121,7 +121,7 @@ func initiatorCorpus() []corpusCase {
 			{"~", "expected a list of host:port addresses, found an empty value"},
 		}},
 		{"transport0", "targets[0].transport", []valueCase{
-			{"udp", `"udp" is not a transport; use tcp, sctp or sctp-udp`},
+			{"udp", `"udp" is not a transport; use tcp, sctp, sctp-udp or iscsi-tcp`},
 			{"TCP", `(did you mean "tcp"?)`},
 			{"sctp_udp", `(did you mean "sctp-udp"?)`},
 			{"iser", `"iser" is not a transport`},

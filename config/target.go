@@ -64,12 +64,8 @@ const (
 	TransportISCSITCP = "iscsi-tcp" // iSCSI over TCP without iSER (RFC 7143), for initiators without RDMA
 )
 
-// transports are what an initiator can dial; portalTransports what a
-// portal can serve.
-var (
-	transports       = []string{TransportTCP, TransportSCTP, TransportSCTPUDP}
-	portalTransports = []string{TransportTCP, TransportSCTP, TransportSCTPUDP, TransportISCSITCP}
-)
+// transports are what a portal can serve and an initiator can dial.
+var transports = []string{TransportTCP, TransportSCTP, TransportSCTPUDP, TransportISCSITCP}
 
 // socketKind is the kind of socket a transport listens on: portals of the
 // same kind may not share a port.
@@ -434,7 +430,7 @@ func (d *decoder) portal(item *yaml.Node, path string) (p Portal, listen *yaml.N
 		d.missing(item, path, "listen", "a portal needs an address to listen on, as 127.0.0.1:3260")
 	}
 	if tf, has := f["transport"]; has {
-		p.Transport, transportOK = d.oneOf(tf, join(path, "transport"), "a transport", portalTransports)
+		p.Transport, transportOK = d.oneOf(tf, join(path, "transport"), "a transport", transports)
 	}
 	if mf, has := f["mpa"]; has {
 		if transportOK && p.Transport != TransportTCP {

@@ -15,7 +15,7 @@ import (
 
 const benchHelp = `usage: ddpinitiator bench [flags] [PORTAL]
 
-Drives I/O against one LUN of --target over iSER, in this process (no FUSE,
+Drives I/O against one LUN of --target over iSER (or iSCSI/TCP), in this process (no FUSE,
 no kernel block layer), and reports IOPS, bandwidth and latency. On a
 terminal a progress line is updated once a second.
 

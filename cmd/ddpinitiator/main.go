@@ -129,13 +129,13 @@ func (c *common) register(fs *flag.FlagSet, needTarget bool) {
 	fs.StringVar(&c.user, "chap-user", "", "CHAP user name (with --chap-secret), instead of the configuration's")
 	fs.StringVar(&c.secret, "chap-secret", "", "CHAP secret (at least 12 octets)")
 	fs.BoolVar(&c.debug, "debug", false, "log the protocol's progress to stderr")
-	fs.Func("transport", "lower layer to the target: tcp (MPA/TCP), sctp (kernel SCTP) or sctp-udp (SCTP over UDP); default: the configuration's, else tcp", func(v string) error {
+	fs.Func("transport", "how to reach the target: iSER over tcp (MPA/TCP), sctp (kernel SCTP) or sctp-udp (SCTP over UDP), or iscsi-tcp (iSCSI without RDMA, to any iSCSI target); default: the configuration's, else tcp", func(v string) error {
 		switch v {
-		case config.TransportTCP, config.TransportSCTP, config.TransportSCTPUDP:
+		case config.TransportTCP, config.TransportSCTP, config.TransportSCTPUDP, config.TransportISCSITCP:
 			c.transport = v
 			return nil
 		}
-		return fmt.Errorf("want tcp, sctp or sctp-udp, not %q", v)
+		return fmt.Errorf("want tcp, sctp, sctp-udp or iscsi-tcp, not %q", v)
 	})
 	c.apply = config.InitiatorFlags(fs)
 }

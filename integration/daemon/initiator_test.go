@@ -110,3 +110,45 @@ targets:
 		t.Errorf("--transport carrier-pigeon: exit %d\n%s", code, out)
 	}
 }
+
+// TestISCSITCPPortal: ddptarget serves one LU on an iSER portal and an
+// iscsi-tcp portal side by side; ddpinitiator runs verified I/O over
+// iSCSI/TCP (by flag, and by its configuration's transport) and over iSER
+// on the same LU, and libiscsi (a TCP-only initiator) logs in to it.
+func TestISCSITCPPortal(t *testing.T) {
+	dir := t.TempDir()
+	addr, tcpAddr := freePort(t), freePort(t)
+	cfg := writeConfig(t, dir, fmt.Sprintf(`
+portals:
+  - listen: %s
+  - listen: %s
+    transport: iscsi-tcp
+targets:
+  - name: iqn.2026-11.io.ddpstore:disk1
+    luns:
+      - {id: 0, memory: 16MiB}
+`, addr, tcpAddr))
+	startTarget(t, cfg, addr)
+	ini := ddpinitiator(t)
+	out, code := run(ini, "bench", "--transport", "iscsi-tcp", "--target", "iqn.2026-11.io.ddpstore:disk1", "--rw", "randrw",
+		"--bs", "64KiB", "--verify", "--runtime", "1s", "--iodepth", "8", "--json", tcpAddr)
+	if code != 0 || !strings.Contains(out, `"verify_errors": 0`) {
+		t.Fatalf("bench over iscsi-tcp: exit %d\n%s", code, out)
+	}
+	icfg := filepath.Join(dir, "initiator.yaml")
+	os.WriteFile(icfg, []byte(fmt.Sprintf("initiator_name: %s\ntargets:\n  - name: iqn.2026-11.io.ddpstore:disk1\n    portals: [%s]\n    transport: iscsi-tcp\n", initiatorName, tcpAddr)), 0o644)
+	if out, code := run(ini, "bench", "--config", icfg, "--rw", "randrw", "--verify", "--runtime", "1s", "--iodepth", "4", "--json"); code != 0 || !strings.Contains(out, `"verify_errors": 0`) {
+		t.Fatalf("bench over iscsi-tcp from the configuration: exit %d\n%s", code, out)
+	}
+	if out, code := run(ini, "bench", "--target", "iqn.2026-11.io.ddpstore:disk1", "--rw", "randrw", "--verify", "--runtime", "1s", "--iodepth", "4", "--json", addr); code != 0 || !strings.Contains(out, `"verify_errors": 0`) {
+		t.Fatalf("bench over iSER beside it: exit %d\n%s", code, out)
+	}
+	if msg, err := exec.Command("../../scripts/conformance.sh").CombinedOutput(); err != nil {
+		t.Logf("libiscsi not available, its login skipped: %s", msg)
+		return
+	}
+	out2, err := exec.Command("iscsi-inq", "iscsi://"+tcpAddr+"/iqn.2026-11.io.ddpstore:disk1/0").CombinedOutput()
+	if err != nil || !strings.Contains(string(out2), "DIRECT_ACCESS") {
+		t.Fatalf("iscsi-inq over the iscsi-tcp portal: %v\n%s", err, out2)
+	}
+}
