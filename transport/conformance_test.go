@@ -26,18 +26,7 @@ var notApplicable = map[string]string{
 // openBugs are failures that are ours and not fixed yet (issue 17). Unlike
 // notApplicable this list may only shrink: a test listed here that passes
 // fails the run, so the fix removes it.
-var openBugs = map[string]string{
-	"CompareAndWrite.Simple":                "MAXIMUM COMPARE AND WRITE LENGTH not enforced as libiscsi reads it",
-	"CompareAndWrite.Miscompare":            "same",
-	"Inquiry.BlockLimits":                   "MAXIMUM UNMAP LBA COUNT above libiscsi's 1 Mi bound",
-	"GetLBAStatus.UnmapSingle":              "descriptor start with 8 logical blocks per physical block",
-	"iSCSIResiduals.Write10Residuals":       "write residuals when EDTL and the CDB's length differ",
-	"iSCSIResiduals.Write12Residuals":       "same",
-	"iSCSIResiduals.Write16Residuals":       "same",
-	"iSCSIResiduals.WriteVerify10Residuals": "same",
-	"iSCSIResiduals.WriteVerify12Residuals": "same",
-	"iSCSIResiduals.WriteVerify16Residuals": "same",
-}
+var openBugs = map[string]string{}
 
 // TestLibiscsiConformance runs libiscsi's SCSI and iSCSI conformance suite
 // (iscsi-test-cu, every test once, destructive ones included) against an

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ddpstore/ddpstore/transport/initiator"
 	"github.com/ddpstore/ddpstore/transport/target"
+	log "github.com/sirupsen/logrus"
 )
 
 // dialTCP logs in to the rig's iSCSI/TCP portal.
@@ -41,7 +42,7 @@ func (r *rig) dialTCP(t testing.TB, cfg initiator.Config) *initiator.Session {
 // other way round.
 func TestISCSIOverTCP(t *testing.T) {
 	checkGoroutines(t)
-	r := newRig(t, rigOpts{sizes: []int64{64 << 20}, tcp: true, cfg: target.Config{FirstBurst: 64 << 10, MaxBurst: 256 << 10}})
+	r := newRig(t, rigOpts{sizes: []int64{64 << 20}, tcp: true, cfg: target.Config{FirstBurst: 64 << 10, MaxBurst: 256 << 10, Log: testLog(t)}})
 	iser := r.dial(t, initiator.Config{TargetName: targetName, InitiatorName: "iqn.2026-11.io.ddpstore:iser"})
 	for _, c := range []struct {
 		name   string
@@ -118,4 +119,19 @@ func crossCheck(a, b *initiator.Session, lba uint64, size int) error {
 		return fmt.Errorf("LBA %d: the other transport reads different data", lba)
 	}
 	return nil
+}
+
+// testLog sends the target's warnings to the test's log.
+func testLog(t testing.TB) *log.Entry {
+	l := log.New()
+	l.SetLevel(log.InfoLevel) // "connection ended" says why a test connection went
+	l.SetOutput(testWriter{t})
+	return log.NewEntry(l)
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Logf("%s", bytes.TrimSpace(p))
+	return len(p), nil
 }

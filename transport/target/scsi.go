@@ -314,6 +314,19 @@ func (c *conn) respond(ti int32) error {
 			r.SetResidualCount(n - t.edtl)
 		}
 	}
+	if t.write {
+		// The residual of the data-out against what the CDB asks for
+		// (RFC 7143 section 11.4.5.1), whatever the status: the LU wrote
+		// at most what both allow.
+		switch want := t.exec.DataOutLength; {
+		case t.edtl < want:
+			r.SetOverflow(true)
+			r.SetResidualCount(want - t.edtl)
+		case t.edtl > want:
+			r.SetUnderflow(true)
+			r.SetResidualCount(t.edtl - want)
+		}
+	}
 	n := iscsi.BHSLen
 	if s := t.exec.Sense; len(s) > 0 {
 		binary.BigEndian.PutUint16(buf[n:], uint16(len(s)))

@@ -70,6 +70,9 @@ type tcpTask struct {
 	gen   uint16
 	r2tsn uint32
 	queue []tcpBurst // bursts fetch asked for, not yet solicited
+	// r2tOut: an R2T is out and the loop has not yet taken its burst's
+	// completion (the reader's active may already be false).
+	r2tOut bool
 	// The solicited burst, under mu.
 	active bool
 	ttt    uint32
@@ -156,6 +159,7 @@ func (t *tcpTransport) loop(wake <-chan bool, tick <-chan time.Time) error {
 					t.loginAck <- struct{}{}
 				}
 			case rxBurst:
+				t.xf[m.ti].r2tOut = false
 				if err = t.solicit(m.ti); err == nil {
 					c.fetched(m.ti, true)
 				}
@@ -441,9 +445,9 @@ func (t *tcpTransport) write() error {
 func (t *tcpTransport) command(ti int32, cmd iscsi.SCSICommand, imm int) bool {
 	x := &t.xf[ti]
 	t.mu.Lock()
-	x.active = false
+	x.active, x.itt = false, cmd.ITT()
 	t.mu.Unlock()
-	x.itt, x.lun, x.r2tsn, x.queue = cmd.ITT(), cmd.LUN(), 0, x.queue[:0]
+	x.lun, x.r2tsn, x.queue, x.r2tOut = cmd.LUN(), 0, x.queue[:0], false
 	x.gen++
 	return true
 }
@@ -453,10 +457,7 @@ func (t *tcpTransport) command(ti int32, cmd iscsi.SCSICommand, imm int) bool {
 func (t *tcpTransport) fetch(ti int32, dst int, off, n uint32) error {
 	x := &t.xf[ti]
 	x.queue = append(x.queue, tcpBurst{dst: dst, off: off, n: n})
-	t.mu.Lock()
-	active := x.active
-	t.mu.Unlock()
-	if active {
+	if x.r2tOut {
 		return nil
 	}
 	return t.solicit(ti)
@@ -470,6 +471,7 @@ func (t *tcpTransport) solicit(ti int32) error {
 	}
 	b := x.queue[0]
 	x.queue = x.queue[:copy(x.queue, x.queue[1:])]
+	x.r2tOut = true
 	ttt := uint32(x.gen)<<16 | uint32(ti)
 	if ttt == iscsi.ReservedITT {
 		x.gen++
