@@ -171,6 +171,88 @@ func TestInitiatorNopTimeout(t *testing.T) {
 	}
 }
 
+// TestInitiatorNopTimeoutBusy: a target that goes silent while a command
+// is outstanding (alive at TCP level, as a stopped process is) is still
+// pinged and declared lost after NopInterval + NopTimeout; the session then
+// tries to recover as for any lost connection, and the command fails once
+// RecoveryTimeout has passed without a target.
+func TestInitiatorNopTimeoutBusy(t *testing.T) {
+	checkGoroutines(t)
+	dev := iwarp.NewDevice(0)
+	defer dev.Close()
+	ln, err := dev.Listen("tcp", "127.0.0.1:0", iwarp.ConnConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newRawPeer(t, dev)
+	go func() {
+		req, err := ln.Accept(context.Background())
+		if err != nil {
+			return
+		}
+		ln.Close() // reconnections find nobody
+		var pd [iser.CMHeaderLen]byte
+		if req.Accept(p.c.QP, pd[:]) != nil {
+			return
+		}
+		p.run()
+		lt := login.NewTarget(&login.TargetConfig{
+			Lookup: func(string) *login.TargetPolicy { return &login.TargetPolicy{Name: targetName} },
+			Offer:  login.Defaults()})
+		for {
+			m := <-p.rx
+			out, done, err := lt.Step(nil, m[iser.HeaderLen:])
+			if err != nil {
+				return
+			}
+			p.sendRaw(iser.HeaderFields{}, out)
+			if done {
+				return // and never answer again, commands and pings alike
+			}
+		}
+	}()
+	obs := &lossObserver{lost: make(chan time.Time, 4)}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := initiator.Dial(ctx, dev, "tcp", ln.Addr().String(), initiator.Config{InitiatorName: initiatorName,
+		TargetName: targetName, NopInterval: 100 * time.Millisecond, NopTimeout: 300 * time.Millisecond,
+		RecoveryTimeout: time.Second, Observer: obs, Log: quietLog(), Buffers: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	buf, _ := s.Alloc(4096)
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Do(context.Background(), &initiator.Command{CDB: read16(0, 8), Dir: initiator.DataIn, Data: buf})
+	}()
+	select {
+	case at := <-obs.lost:
+		// The keepalive runs on the one-second tick: interval, timeout
+		// and two ticks at most.
+		if d := at.Sub(start); d > 2500*time.Millisecond {
+			t.Fatalf("silent target noticed after %v with a command outstanding", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("initiator did not notice its silent target while a command was outstanding")
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("the unanswered command succeeded")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the command did not fail after the recovery timeout")
+	}
+}
+
+type lossObserver struct{ lost chan time.Time }
+
+func (o *lossObserver) Command(initiator.CommandInfo) {}
+func (o *lossObserver) ConnectionLost()               { o.lost <- time.Now() }
+func (o *lossObserver) Reconnected()                  {}
+
 // TestSeveralTargets: two targets of one server and a second server in the
 // same process keep their data apart (gotgt is used without its global
 // target service).
