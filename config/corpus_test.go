@@ -418,7 +418,7 @@ func corpus() []corpusCase {
 		{"user", "password: x", "targets[0].chap", `unknown field "password"; the fields of chap are user, secret, mutual_user and mutual_secret`},
 		{"muser", "mutualUser: x", "targets[0].chap", `(did you mean "mutual_user"?)`},
 		{"duser", "mutual: true", "discovery_chap", `unknown field "mutual"`},
-		{"maxsessions", "max-connections: 1", "limits", `unknown field "max-connections"; the fields of limits are max_sessions and queue_depth`},
+		{"maxsessions", "max-connections: 1", "limits", `unknown field "max-connections"; the fields of limits are max_sessions, queue_depth, max_logging_in, max_logging_in_per_address and login_timeout`},
 		{"queuedepth", "queueDepth: 1", "limits", `(did you mean "queue_depth"?)`},
 		{"level", "color: true", "log", `unknown field "color"; the fields of log are level and format`},
 		{"format", "file: /var/log/x", "log", `unknown field "file"`},
@@ -493,7 +493,7 @@ func corpus() []corpusCase {
 	addDoc("initiators-scalar", baseDoc().del("init0", "init1").set("initiators", "iqn.2026-11.io.ddpstore:host1"), "initiators", "targets[0].initiators: expected a list of iSCSI names")
 	addDoc("chap-scalar", baseDoc().del("user", "secret", "muser", "msecret").set("chap", "alice"), "chap", "targets[0].chap: expected a mapping (chap: user, secret, mutual_user, mutual_secret)")
 	addDoc("chap-empty", baseDoc().del("user", "secret", "muser", "msecret").set("chap", "{}"), "chap", "targets[0].chap: no credentials")
-	addDoc("limits-list", baseDoc().del("maxsessions", "queuedepth").set("limits", "[64, 128]"), "limits", "limits: expected a mapping (limits: max_sessions, queue_depth), found a list")
+	addDoc("limits-list", baseDoc().del("maxsessions", "queuedepth").set("limits", "[64, 128]"), "limits", "limits: expected a mapping (limits: max_sessions, queue_depth, max_logging_in, max_logging_in_per_address, login_timeout), found a list")
 	addDoc("log-scalar", baseDoc().del("level", "format").set("log", "debug"), "log", `log: expected a mapping (log: level, format), found the string "debug"`)
 	addDoc("portals-mapping", baseDoc().delRange("listen0", "transport1").set("portals", "{listen: ':3260'}"), "portals", "portals: expected a list of portals, found a mapping")
 	addDoc("portal-scalar", baseDoc().delRange("listen0", "crc").replace("listen1", `  - "127.0.0.1:3260"`).del("transport1"), "listen1", `portals[0]: expected a mapping (a portal: listen, transport, mpa), found the string "127.0.0.1:3260"`)

@@ -75,6 +75,9 @@ func (t *Target) Marshal() ([]byte, error) {
 	lim := mapNode(true)
 	add(lim, "max_sessions", intNode(t.Limits.MaxSessions))
 	add(lim, "queue_depth", intNode(t.Limits.QueueDepth))
+	add(lim, "max_logging_in", intNode(t.Limits.MaxLoggingIn))
+	add(lim, "max_logging_in_per_address", intNode(t.Limits.MaxLoggingInPerAddress))
+	add(lim, "login_timeout", strNode(formatDuration(t.Limits.LoginTimeout)))
 	add(root, "limits", lim)
 	add(root, "log", logNode(t.Log))
 	if t.Metrics.Listen != "" {

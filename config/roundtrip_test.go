@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestMarshalRoundTripGenerated builds random valid configurations, with
@@ -75,7 +76,8 @@ func randomCHAP(r *rand.Rand, n int) *CHAP {
 }
 
 func randomTarget(r *rand.Rand) *Target {
-	t := &Target{Limits: Limits{MaxSessions: 1 + r.IntN(65535), QueueDepth: 1 + r.IntN(4096)}}
+	t := &Target{Limits: Limits{MaxSessions: 1 + r.IntN(65535), QueueDepth: 1 + r.IntN(4096),
+		MaxLoggingIn: 1 + r.IntN(65535), MaxLoggingInPerAddress: 1 + r.IntN(65535), LoginTimeout: time.Duration(1+r.IntN(3600)) * time.Second}}
 	levels, formats := logLevels, logFormats
 	t.Log = Log{Level: levels[r.IntN(len(levels))], Format: formats[r.IntN(len(formats))]}
 	hosts := []string{"127.0.0.1", "", "[::1]", "localhost", "storage.example.com", "[fe80::1%eth0]", "10.0.0.1"}

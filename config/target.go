@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -128,14 +129,23 @@ const MinCHAPSecretLen = 12
 // bounds CHAP user names and the target alias.
 const maxTextValue = 255
 
-// Limits bounds what the target accepts (YAML: max_sessions, queue_depth).
+// Limits bounds what the target accepts (YAML: max_sessions, queue_depth,
+// max_logging_in, max_logging_in_per_address, login_timeout).
 type Limits struct {
 	MaxSessions int // sessions at once, 1..65535; default 64
 	QueueDepth  int // commands in flight per session, 1..4096; default 128
+	// Connections whose login has not completed: in all, and from one IP
+	// address (1..65535; defaults 16 and 4); beyond them new connections
+	// are closed at once. LoginTimeout is how long a login may take
+	// (1s..1h; default 15s).
+	MaxLoggingIn, MaxLoggingInPerAddress int
+	LoginTimeout                         time.Duration
 }
 
 // DefaultLimits returns the limits a configuration gets when it names none.
-func DefaultLimits() Limits { return Limits{MaxSessions: 64, QueueDepth: 128} }
+func DefaultLimits() Limits {
+	return Limits{MaxSessions: 64, QueueDepth: 128, MaxLoggingIn: 16, MaxLoggingInPerAddress: 4, LoginTimeout: 15 * time.Second}
+}
 
 // Log sets up logging (YAML: level, format).
 type Log struct {
@@ -223,7 +233,7 @@ var (
 	targetDefFields = []string{"name", "alias", "luns", "initiators", "chap"}
 	lunFields       = []string{"id", "path", "memory", "size", "readonly"}
 	chapFields      = []string{"user", "secret", "mutual_user", "mutual_secret"}
-	limitsFields    = []string{"max_sessions", "queue_depth"}
+	limitsFields    = []string{"max_sessions", "queue_depth", "max_logging_in", "max_logging_in_per_address", "login_timeout"}
 	logFields       = []string{"level", "format"}
 	metricsFields   = []string{"listen"}
 	controlFields   = []string{"socket"}
@@ -767,6 +777,21 @@ func (d *decoder) limits(f field) Limits {
 	if qf, has := lf["queue_depth"]; has {
 		if v, ok := d.integer(qf, "limits.queue_depth", "queue_depth", 1, 4096); ok {
 			l.QueueDepth = int(v)
+		}
+	}
+	if mf, has := lf["max_logging_in"]; has {
+		if v, ok := d.integer(mf, "limits.max_logging_in", "max_logging_in", 1, 65535); ok {
+			l.MaxLoggingIn = int(v)
+		}
+	}
+	if mf, has := lf["max_logging_in_per_address"]; has {
+		if v, ok := d.integer(mf, "limits.max_logging_in_per_address", "max_logging_in_per_address", 1, 65535); ok {
+			l.MaxLoggingInPerAddress = int(v)
+		}
+	}
+	if tf, has := lf["login_timeout"]; has {
+		if v, ok := d.duration(tf, "limits.login_timeout", "login timeout", minTimeout, maxTimeout, ""); ok {
+			l.LoginTimeout = v
 		}
 	}
 	return l

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // exampleYAML is the example of issue 5 and the package brief, with CHAP
@@ -47,7 +48,7 @@ func exampleTarget() *Target {
 			CHAP:       &CHAP{User: "u", Secret: "initiator-secret", MutualUser: "t", MutualSecret: "target-secret"},
 		}},
 		DiscoveryCHAP: &CHAP{User: "u", Secret: "discovery-secret"},
-		Limits:        Limits{MaxSessions: 64, QueueDepth: 128},
+		Limits:        DefaultLimits(),
 		Log:           Log{Level: "info", Format: "text"},
 		Control:       DefaultControl(),
 	}
@@ -106,14 +107,14 @@ targets:
 			{Name: "iqn.2026-11.io.ddpstore:min", LUNs: []LUN{{ID: 7, Path: "/srv/min.img"}}},
 			{Name: "eui.02004567a425678d", LUNs: []LUN{{ID: 0, Memory: 4 * KiB}}},
 		},
-		Limits:  Limits{MaxSessions: 64, QueueDepth: 128},
+		Limits:  DefaultLimits(),
 		Log:     Log{Level: "info", Format: "text"},
 		Control: Control{Socket: "/run/ddpstore/ddptarget.sock"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("defaults:\n got %#v\nwant %#v", got, want)
 	}
-	if DefaultMPA() != (MPA{Revision: 2, Markers: false, CRC: true}) || DefaultLimits() != (Limits{64, 128}) || DefaultLog() != (Log{"info", "text"}) {
+	if DefaultMPA() != (MPA{Revision: 2, Markers: false, CRC: true}) || DefaultLimits() != (Limits{64, 128, 16, 4, 15 * time.Second}) || DefaultLog() != (Log{"info", "text"}) {
 		t.Errorf("defaults changed: %+v %+v %+v", DefaultMPA(), DefaultLimits(), DefaultLog())
 	}
 
@@ -136,7 +137,7 @@ log: {format: json}
 	if !reflect.DeepEqual(got.Portals, wantPortals) {
 		t.Errorf("portals = %+v, want %+v", got.Portals, wantPortals)
 	}
-	if got.Limits != (Limits{MaxSessions: 64, QueueDepth: 32}) || got.Log != (Log{Level: "info", Format: "json"}) {
+	if got.Limits != (Limits{MaxSessions: 64, QueueDepth: 32, MaxLoggingIn: 16, MaxLoggingInPerAddress: 4, LoginTimeout: 15 * time.Second}) || got.Log != (Log{Level: "info", Format: "json"}) {
 		t.Errorf("limits %+v log %+v: defaults not kept", got.Limits, got.Log)
 	}
 }
@@ -253,7 +254,7 @@ targets:
   - name: iqn.2026-11.io.ddpstore:default
     luns:
       - {id: 0, memory: 1GiB}
-limits: {max_sessions: 64, queue_depth: 128}
+limits: {max_sessions: 64, queue_depth: 128, max_logging_in: 16, max_logging_in_per_address: 4, login_timeout: 15s}
 log: {level: info, format: text}
 control: {socket: /run/ddpstore/ddptarget.sock}
 `
@@ -472,6 +473,7 @@ func TestMessages(t *testing.T) {
 			"bad.yaml:2:19: control.socket: 111 octets long: a unix socket path holds at most 107"},
 		{"control unknown field", "targets: []\ncontrol:\n  path: /run/x.sock\n",
 			`bad.yaml:3: control: unknown field "path"; the fields of control are socket`},
+		{"login timeout too short", "targets: []\nlimits: {login_timeout: 100ms}\n", "bad.yaml:2:25: limits.login_timeout: login timeout 100ms is out of range (1s..1h)"},
 		{"quoted integer", "targets: []\nlimits:\n  queue_depth: '32'\n", `bad.yaml:3: limits.queue_depth: the string "32" is not an integer (remove the quotes)`},
 		{"quoted bool", "targets:\n  - name: eui.02004567a425678d\n    luns: [{id: 0, memory: 1MiB, readonly: 'true'}]\n", `bad.yaml:3:44: targets[0].luns[0].readonly: the string "true" is not a boolean (use true or false) (remove the quotes)`},
 	}

@@ -120,6 +120,7 @@ func start(cfg *config.Target, logger *log.Entry, source string) (*daemon, error
 	d.srv, err = target.NewServer(d.dev, target.Config{
 		Exports: exports, Discovery: loginCHAP(cfg.DiscoveryCHAP), Portals: portals,
 		QueueDepth: cfg.Limits.QueueDepth, MaxSessions: cfg.Limits.MaxSessions, Log: logger, Observer: d.obs,
+		MaxLoggingIn: cfg.Limits.MaxLoggingIn, MaxLoggingInPerPeer: cfg.Limits.MaxLoggingInPerAddress, LoginTimeout: cfg.Limits.LoginTimeout,
 	})
 	if err != nil {
 		return nil, err

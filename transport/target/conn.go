@@ -36,6 +36,12 @@ type conn struct {
 	info atomic.Pointer[SessionInfo]
 	tr   transport
 	wake chan bool // true: work for idle; closed: stop
+
+	// Accounting of the connections that have not logged in (Server):
+	// peerIP and loggingIn are the server's, under its lock.
+	peerIP    string
+	loggingIn bool
+	accepted  time.Time
 	// hangup, when the transport sets it (under asyncMu), ends a
 	// connection whose loop may be blocked in a write; stop calls it.
 	hangup func()
@@ -268,6 +274,7 @@ func (c *conn) login(bhs iscsi.BHS, data []byte) error {
 	}
 	c.res = c.lt.Result()
 	c.ffp = true
+	c.srv.loggedIn(c)
 	c.statSN, c.expCmdSN = c.res.StatSN, c.res.CmdSN
 	p := c.res.Params
 	c.immediate, c.firstBurst, c.maxBurst = p.ImmediateData, p.FirstBurstLength, p.MaxBurstLength
@@ -391,6 +398,9 @@ func (c *conn) fetched(ti int32, ok bool) {
 func (c *conn) idle() error {
 	if c.closing {
 		return nil
+	}
+	if !c.ffp && time.Since(c.accepted) > c.srv.cfg.LoginTimeout {
+		return c.drop(fmt.Errorf("target: no login within %v", c.srv.cfg.LoginTimeout))
 	}
 	if c.srv.draining.Load() && len(c.free) == len(c.tasks) {
 		// Shutting down and nothing in progress: close gracefully.

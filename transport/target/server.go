@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,15 @@ type Config struct {
 	// MaxSessions bounds the connections served at once (default 64);
 	// more are refused at the MPA exchange.
 	MaxSessions int
+	// MaxLoggingIn bounds the connections whose login has not completed
+	// (default 16), MaxLoggingInPerPeer those from one IP address (default
+	// 4): beyond them a new connection is closed at once, with a log line
+	// at most once a second. LoginTimeout is how long a connection may take
+	// to complete its login (default 15 s). Together they keep a flood of
+	// connections that never log in from using up the sessions, file
+	// descriptors and memory of everyone else.
+	MaxLoggingIn, MaxLoggingInPerPeer int
+	LoginTimeout                      time.Duration
 	// QueueDepth is the commands each session may have outstanding: the
 	// CmdSN window (default 128).
 	QueueDepth int
@@ -76,6 +86,15 @@ func (c *Config) setDefaults() error {
 	}
 	if c.MaxSessions == 0 {
 		c.MaxSessions = 64
+	}
+	if c.MaxLoggingIn == 0 {
+		c.MaxLoggingIn = 16
+	}
+	if c.MaxLoggingInPerPeer == 0 {
+		c.MaxLoggingInPerPeer = 4
+	}
+	if c.LoginTimeout == 0 {
+		c.LoginTimeout = 15 * time.Second
 	}
 	if c.RecvDataSegment == 0 {
 		c.RecvDataSegment = 8192
@@ -132,6 +151,10 @@ type Server struct {
 
 	mu        sync.Mutex
 	conns     map[*conn]struct{}
+	loggingIn int            // connections whose login has not completed
+	perPeer   map[string]int // of those, by IP address
+	refused   int            // connections refused since the last log line
+	refusedAt time.Time      // when the last refusal was logged
 	listeners map[io.Closer]struct{}
 	closed    bool
 	wg        sync.WaitGroup
@@ -142,7 +165,7 @@ func NewServer(dev *iwarp.Device, cfg Config) (*Server, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	s := &Server{dev: dev, cfg: cfg, conns: map[*conn]struct{}{}, listeners: map[io.Closer]struct{}{}}
+	s := &Server{dev: dev, cfg: cfg, conns: map[*conn]struct{}{}, listeners: map[io.Closer]struct{}{}, perPeer: map[string]int{}}
 	s.ex.Store(newExports(0, cfg.Exports))
 	return s, nil
 }
@@ -237,7 +260,21 @@ func (s *Server) start(serve func(*conn), peer string, refuse func(), transport 
 		refuse()
 		return
 	}
-	c := &conn{srv: s, log: s.cfg.Log.WithField("peer", peer)}
+	ip := peerIP(peer)
+	if s.loggingIn >= s.cfg.MaxLoggingIn || s.perPeer[ip] >= s.cfg.MaxLoggingInPerPeer {
+		s.refused++
+		if now := time.Now(); now.Sub(s.refusedAt) >= time.Second {
+			s.cfg.Log.Warnf("target: refusing %s: %d connections have not logged in yet (%d from %s; limits %d and %d per address); %d refused since the last message",
+				peer, s.loggingIn, s.perPeer[ip], ip, s.cfg.MaxLoggingIn, s.cfg.MaxLoggingInPerPeer, s.refused)
+			s.refusedAt, s.refused = now, 0
+		}
+		s.mu.Unlock()
+		refuse()
+		return
+	}
+	s.loggingIn++
+	s.perPeer[ip]++
+	c := &conn{srv: s, log: s.cfg.Log.WithField("peer", peer), peerIP: ip, loggingIn: true, accepted: time.Now()}
 	c.info.Store(&SessionInfo{Peer: peer, Transport: transport, Since: time.Now()})
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
@@ -251,6 +288,7 @@ func (s *Server) start(serve func(*conn), peer string, refuse func(), transport 
 		serve(c)
 		s.mu.Lock()
 		delete(s.conns, c)
+		s.loggedInLocked(c)
 		s.mu.Unlock()
 	}()
 }
@@ -309,4 +347,31 @@ func (s *Server) Close() error {
 	s.mu.Unlock()
 	s.wg.Wait()
 	return nil
+}
+
+// loggedIn takes c off the count of connections logging in: its login is
+// complete, or it has ended.
+func (s *Server) loggedIn(c *conn) {
+	s.mu.Lock()
+	s.loggedInLocked(c)
+	s.mu.Unlock()
+}
+
+func (s *Server) loggedInLocked(c *conn) {
+	if !c.loggingIn {
+		return
+	}
+	c.loggingIn = false
+	s.loggingIn--
+	if s.perPeer[c.peerIP]--; s.perPeer[c.peerIP] <= 0 {
+		delete(s.perPeer, c.peerIP)
+	}
+}
+
+// peerIP is the address part of host:port.
+func peerIP(peer string) string {
+	if h, _, err := net.SplitHostPort(peer); err == nil {
+		return h
+	}
+	return peer
 }
