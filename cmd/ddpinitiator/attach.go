@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ddpstore/ddpstore/hostdev"
+	"github.com/ddpstore/ddpstore/hostdev/attach"
 	"github.com/ddpstore/ddpstore/hostdev/loop"
 	"github.com/ddpstore/ddpstore/hostdev/mount"
 )
@@ -91,13 +91,9 @@ func attachCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	if recoverDev != "" {
 		// The target and portal of the device, unless given.
-		st, err := readBlockState(blockStatePath(m.runDir, recoverDev))
+		st, err := attach.Recoverable(m.runDir, recoverDev)
 		if err != nil {
-			fmt.Fprintf(stderr, "ddpinitiator attach: --recover %s: no state of it (%v; see --run-dir)\n", recoverDev, err)
-			return exitFailed
-		}
-		if st.PID != os.Getpid() && mount.Alive(st.PID) {
-			fmt.Fprintf(stderr, "ddpinitiator attach: --recover %s: it is still served by pid %d\n", recoverDev, st.PID)
+			fmt.Fprintf(stderr, "ddpinitiator attach: --recover %s: %v\n", recoverDev, err)
 			return exitFailed
 		}
 		if fs.NArg() == 0 {
@@ -106,45 +102,43 @@ func attachCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			}
 			args = append(args, st.Portal)
 		}
-		k := kindOf(recoverDev)
+		k := attach.KindOf(recoverDev)
 		if k == nil {
 			fmt.Fprintf(stderr, "ddpinitiator attach: --recover takes an NBD or ublk device (/dev/nbdN, /dev/ublkbN), not %s\n", recoverDev)
 			return exitUsage
 		}
-		isNBD := k == blockKinds["nbd"]
-		if isNBD && ublk || !isNBD && nbd {
+		if k == attach.NBD && ublk || k == attach.UBLK && nbd {
 			fmt.Fprintf(stderr, "ddpinitiator attach: --recover %s is not a device of the kind asked for\n", recoverDev)
 			return exitUsage
 		}
-		nbd, ublk = isNBD, !isNBD
+		nbd, ublk = k == attach.NBD, k == attach.UBLK
 	}
 	portal, _, code, ok := parse(fs, &c, args, stdout, stderr, attachHelp)
 	if !ok {
 		return code
 	}
-	kind := ""
+	var k *attach.Kind
 	switch {
 	case nbd && ublk:
 		fmt.Fprintln(stderr, "ddpinitiator attach: --nbd and --ublk exclude each other")
 		return exitUsage
 	case nbd:
-		kind = "nbd"
+		k = attach.NBD
 	case ublk:
-		kind = "ublk"
+		k = attach.UBLK
 	case foreground:
 		fmt.Fprintln(stderr, "ddpinitiator attach: --foreground goes with --nbd or --ublk")
 		return exitUsage
 	}
-	if kind != "" {
-		k := blockKinds[kind]
-		if err := k.unavailable(); err != nil {
-			fmt.Fprintf(stderr, "ddpinitiator attach: --%s: %v\n", kind, err)
+	if k != nil {
+		if err := k.Unavailable(); err != nil {
+			fmt.Fprintf(stderr, "ddpinitiator attach: %s: %v\n", k.Flag, err)
 			return exitUsage
 		}
 		if foreground {
-			return serveBlock(ctx, kind, &c, &m, portal, recoverDev, stdout, stderr)
+			return serveBlock(ctx, k, &c, &m, portal, recoverDev, stdout, stderr)
 		}
-		return attachBlock(kind, &c, &m, args[:len(args)-fs.NArg()], portal, stdout, stderr)
+		return attachBlock(k, &c, &m, args[:len(args)-fs.NArg()], portal, stdout, stderr)
 	}
 	if err := loop.Available(); err != nil {
 		fmt.Fprintf(stderr, "ddpinitiator attach: %v\n", err)
@@ -216,8 +210,8 @@ func detachCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	dev := rest[0]
-	if k := kindOf(dev); k != nil {
-		if err := detachBlock(k, m.runDir, dev, stdout); err != nil {
+	if attach.KindOf(dev) != nil {
+		if err := attach.Detach(m.runDir, dev, stdout); err != nil {
 			fmt.Fprintf(stderr, "ddpinitiator detach: %v\n", err)
 			return exitFailed
 		}
@@ -270,18 +264,17 @@ func statusCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	mounts := mount.List(m.runDir)
-	blocks := listBlockStates(m.runDir)
+	blocks := attach.List(m.runDir)
 	if len(mounts) == 0 && len(blocks) == 0 {
 		fmt.Fprintln(stdout, "no mounts")
 		return exitOK
 	}
 	code := exitOK
 	for _, st := range blocks {
-		state := "served"
-		if !mount.Alive(st.PID) {
-			state, code = "PROCESS GONE", exitFailed
+		if st.Gone != "" {
+			code = exitFailed
 		}
-		fmt.Fprintf(stdout, "%s: LUN %d of %s at %s, %s, pid %d, %s\n", st.Device, st.LUN, st.Target, st.Portal, hostdev.HumanSize(st.Size), st.PID, state)
+		st.Print(stdout)
 	}
 	for _, st := range mounts {
 		if st.Err != nil {

@@ -66,14 +66,6 @@ func AttachLoops(runDir, dir string, files []File, warn func(string)) ([]*loop.D
 	return devs, nil
 }
 
-// Unavailable says why an optional kernel driver cannot be used.
-func Unavailable(module, node string) error {
-	if _, err := os.Stat(node); err != nil {
-		return fmt.Errorf("this kernel has no %s (%s: %v); use the default loop device", module, node, err)
-	}
-	return fmt.Errorf("the %s backend is not implemented; use the default loop device", module)
-}
-
 // Detach detaches dev, a loop device over file, which AttachLoops made
 // under runDir, and once no loop device uses that mount any more unmounts
 // it (waiting for the logout) and removes its directory. It reports its

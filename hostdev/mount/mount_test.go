@@ -55,18 +55,18 @@ func TestNames(t *testing.T) {
 }
 
 func TestSelectLUNs(t *testing.T) {
-	got, err := selectLUNs([]uint16{0, 1, 2}, nil, "t")
+	got, err := SelectLUNs([]uint16{0, 1, 2}, nil, "t")
 	if err != nil || len(got) != 3 {
 		t.Errorf("none selected: %v %v", got, err)
 	}
-	got, err = selectLUNs([]uint16{0, 1, 2}, []uint16{2, 0}, "t")
+	got, err = SelectLUNs([]uint16{0, 1, 2}, []uint16{2, 0}, "t")
 	if err != nil || len(got) != 2 || got[0] != 2 || got[1] != 0 {
 		t.Errorf("2 and 0 selected: %v %v", got, err)
 	}
-	if _, err = selectLUNs([]uint16{0}, []uint16{3}, "t"); err == nil || err.Error() != "the configuration selects LUN 3, which t does not report" {
+	if _, err = SelectLUNs([]uint16{0}, []uint16{3}, "t"); err == nil || err.Error() != "the configuration selects LUN 3, which t does not report" {
 		t.Errorf("an unreported LUN: %v", err)
 	}
-	if _, err = selectLUNs(nil, nil, "t"); err == nil || err.Error() != "t reports no LUNs" {
+	if _, err = SelectLUNs(nil, nil, "t"); err == nil || err.Error() != "t reports no LUNs" {
 		t.Errorf("no LUNs: %v", err)
 	}
 }
@@ -144,15 +144,6 @@ func TestDetachRefusesForeignFile(t *testing.T) {
 	err := Detach("/run/d", "/dev/loop7", "/srv/disk.img", nil)
 	if err == nil || err.Error() != "/dev/loop7 is attached to /srv/disk.img, which ddpinitiator attach did not make (see --run-dir)" {
 		t.Errorf("got %v", err)
-	}
-}
-
-func TestUnavailable(t *testing.T) {
-	if err := Unavailable("nbd", "/nonexistent/nbd0"); !strings.HasPrefix(err.Error(), "this kernel has no nbd (/nonexistent/nbd0: ") {
-		t.Errorf("missing node: %v", err)
-	}
-	if err := Unavailable("ublk_drv", "/"); err.Error() != "the ublk_drv backend is not implemented; use the default loop device" {
-		t.Errorf("present node: %v", err)
 	}
 }
 

@@ -155,7 +155,7 @@ func openDisks(ctx context.Context, s *initiator.Session, target string, selecte
 	if err != nil {
 		return nil, fmt.Errorf("REPORT LUNS: %w", err)
 	}
-	if luns, err = selectLUNs(luns, selected, target); err != nil {
+	if luns, err = SelectLUNs(luns, selected, target); err != nil {
 		return nil, err
 	}
 	var disks []*remote.Disk
@@ -169,10 +169,10 @@ func openDisks(ctx context.Context, s *initiator.Session, target string, selecte
 	return disks, nil
 }
 
-// selectLUNs returns the selected LUNs, all of those reported when none
+// SelectLUNs returns the selected LUNs, all of those reported when none
 // is selected; a selected LUN that is not reported, or none at all, is an
 // error.
-func selectLUNs(reported, selected []uint16, target string) ([]uint16, error) {
+func SelectLUNs(reported, selected []uint16, target string) ([]uint16, error) {
 	if len(selected) > 0 {
 		has := map[uint16]bool{}
 		for _, n := range reported {
