@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -34,12 +33,10 @@ func umountCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	dir, err := filepath.Abs(rest[0])
 	if err != nil {
-		fmt.Fprintf(stderr, "ddpinitiator umount: %v\n", err)
-		return exitUsage
+		return failf(stderr, exitUsage, "ddpinitiator umount: %v", err)
 	}
 	if err := mount.Unmount(m.runDir, dir, 2*time.Second); err != nil {
-		fmt.Fprintf(stderr, "ddpinitiator umount: %v\n", err)
-		return exitFailed
+		return failf(stderr, exitFailed, "ddpinitiator umount: %v", err)
 	}
 	fmt.Fprintf(stdout, "unmounted %s\n", dir)
 	return exitOK
@@ -93,8 +90,7 @@ func attachCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		// The target and portal of the device, unless given.
 		st, err := attach.Recoverable(m.runDir, recoverDev)
 		if err != nil {
-			fmt.Fprintf(stderr, "ddpinitiator attach: --recover %s: %v\n", recoverDev, err)
-			return exitFailed
+			return failf(stderr, exitFailed, "ddpinitiator attach: --recover %s: %v", recoverDev, err)
 		}
 		if fs.NArg() == 0 {
 			if c.target == "" {
@@ -104,12 +100,10 @@ func attachCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		k := attach.KindOf(recoverDev)
 		if k == nil {
-			fmt.Fprintf(stderr, "ddpinitiator attach: --recover takes an NBD or ublk device (/dev/nbdN, /dev/ublkbN), not %s\n", recoverDev)
-			return exitUsage
+			return failf(stderr, exitUsage, "ddpinitiator attach: --recover takes an NBD or ublk device (/dev/nbdN, /dev/ublkbN), not %s", recoverDev)
 		}
 		if k == attach.NBD && ublk || k == attach.UBLK && nbd {
-			fmt.Fprintf(stderr, "ddpinitiator attach: --recover %s is not a device of the kind asked for\n", recoverDev)
-			return exitUsage
+			return failf(stderr, exitUsage, "ddpinitiator attach: --recover %s is not a device of the kind asked for", recoverDev)
 		}
 		nbd, ublk = k == attach.NBD, k == attach.UBLK
 	}
@@ -120,75 +114,47 @@ func attachCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	var k *attach.Kind
 	switch {
 	case nbd && ublk:
-		fmt.Fprintln(stderr, "ddpinitiator attach: --nbd and --ublk exclude each other")
-		return exitUsage
+		return failf(stderr, exitUsage, "ddpinitiator attach: --nbd and --ublk exclude each other")
 	case nbd:
 		k = attach.NBD
 	case ublk:
 		k = attach.UBLK
 	case foreground:
-		fmt.Fprintln(stderr, "ddpinitiator attach: --foreground goes with --nbd or --ublk")
-		return exitUsage
+		return failf(stderr, exitUsage, "ddpinitiator attach: --foreground goes with --nbd or --ublk")
 	}
 	if k != nil {
 		if err := k.Unavailable(); err != nil {
-			fmt.Fprintf(stderr, "ddpinitiator attach: %s: %v\n", k.Flag, err)
-			return exitUsage
+			return failf(stderr, exitUsage, "ddpinitiator attach: %s: %v", k.Flag, err)
 		}
 		if foreground {
 			return serveBlock(ctx, k, &c, &m, portal, recoverDev, stdout, stderr)
 		}
-		return attachBlock(k, &c, &m, args[:len(args)-fs.NArg()], portal, stdout, stderr)
+		return attachBlock(k, &c, &m, mount.DropFlags(fs, args[:len(args)-fs.NArg()], "nbd", "ublk", "log-file", "run-dir", "foreground"), portal, stdout, stderr)
 	}
 	if err := loop.Available(); err != nil {
-		fmt.Fprintf(stderr, "ddpinitiator attach: %v\n", err)
-		return exitFailed
+		return failf(stderr, exitFailed, "ddpinitiator attach: %v", err)
 	}
 	target, err := c.targetName()
 	if err != nil {
-		fmt.Fprintf(stderr, "ddpinitiator attach: %v\n", err)
-		return exitUsage
+		return failf(stderr, exitUsage, "ddpinitiator attach: %v", err)
 	}
 	dir, err := mount.AttachDir(m.runDir, target)
 	if err != nil {
-		fmt.Fprintf(stderr, "ddpinitiator attach: %v\n", err)
-		return exitFailed
+		return failf(stderr, exitFailed, "ddpinitiator attach: %v", err)
 	}
-	info, err := spawn(withoutFlags(args[:len(args)-fs.NArg()], "nbd", "ublk", "log-file", "run-dir"), portal, &m, dir)
+	info, err := spawn(mount.DropFlags(fs, args[:len(args)-fs.NArg()], "nbd", "ublk", "log-file", "run-dir"), portal, &m, dir)
 	if err != nil {
 		os.Remove(dir)
-		fmt.Fprintf(stderr, "ddpinitiator attach: %v\n", err)
-		return exitFailed
+		return failf(stderr, exitFailed, "ddpinitiator attach: %v", err)
 	}
 	devs, err := mount.AttachLoops(m.runDir, dir, info.Files, func(msg string) { fmt.Fprintf(stderr, "ddpinitiator attach: %s\n", msg) })
 	if err != nil {
-		fmt.Fprintf(stderr, "ddpinitiator attach: %v\n", err)
-		return exitFailed
+		return failf(stderr, exitFailed, "ddpinitiator attach: %v", err)
 	}
 	for _, d := range devs {
 		fmt.Fprintln(stdout, d.Path)
 	}
 	return exitOK
-}
-
-// withoutFlags drops flags from a parsed command line: the ones spawn sets
-// itself and those of the parent command only. A flag's separate value
-// goes with it unless the flag is boolean.
-func withoutFlags(args []string, names ...string) []string {
-	boolean := map[string]bool{"daemon": true, "nbd": true, "ublk": true, "foreground": true}
-	var out []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		t, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if strings.HasPrefix(a, "-") && slices.Contains(names, t) {
-			if !hasValue && !boolean[t] {
-				i++ // its value
-			}
-			continue
-		}
-		out = append(out, a)
-	}
-	return out
 }
 
 const detachHelp = `usage: ddpinitiator detach [flags] DEVICE
@@ -212,23 +178,19 @@ func detachCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	dev := rest[0]
 	if attach.KindOf(dev) != nil {
 		if err := attach.Detach(m.runDir, dev, stdout); err != nil {
-			fmt.Fprintf(stderr, "ddpinitiator detach: %v\n", err)
-			return exitFailed
+			return failf(stderr, exitFailed, "ddpinitiator detach: %v", err)
 		}
 		return exitOK
 	}
 	file, err := loop.BackingFile(dev)
 	if err != nil {
-		fmt.Fprintf(stderr, "ddpinitiator detach: %v\n", err)
-		return exitUsage
+		return failf(stderr, exitUsage, "ddpinitiator detach: %v", err)
 	}
 	if file == "" {
-		fmt.Fprintf(stderr, "ddpinitiator detach: %s is not attached\n", dev)
-		return exitFailed
+		return failf(stderr, exitFailed, "ddpinitiator detach: %s is not attached", dev)
 	}
 	if err := mount.Detach(m.runDir, dev, file, stdout); err != nil {
-		fmt.Fprintf(stderr, "ddpinitiator detach: %v\n", err)
-		return exitFailed
+		return failf(stderr, exitFailed, "ddpinitiator detach: %v", err)
 	}
 	return exitOK
 }

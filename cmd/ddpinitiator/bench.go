@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"fmt"
 	"io"
 	"time"
 
@@ -45,34 +44,28 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return code
 	}
 	if err := o.Check(); err != nil {
-		fmt.Fprintf(stderr, "ddpinitiator bench: %v\n", err)
-		return exitUsage
+		return failf(stderr, exitUsage, "ddpinitiator bench: %v", err)
 	}
 	target, err := c.targetName()
 	if err != nil {
-		fmt.Fprintf(stderr, "ddpinitiator: %v\n", err)
-		return exitUsage
+		return failf(stderr, exitUsage, "ddpinitiator: %v", err)
 	}
 	s, dev, err := c.dial(ctx, portal, target, initiator.Config{QueueDepth: o.IODepth, Buffers: o.Buffers()}, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "ddpinitiator: login to %s at %s: %v\n", target, portal, err)
-		return exitFailed
+		return failf(stderr, exitFailed, "ddpinitiator: login to %s at %s: %v", target, portal, err)
 	}
 	defer dev.Close()
 	defer s.Close()
 	run, err := bench.New(ctx, s, o)
 	switch {
 	case bench.IsUsage(err):
-		fmt.Fprintf(stderr, "ddpinitiator bench: %v\n", err)
-		return exitUsage
+		return failf(stderr, exitUsage, "ddpinitiator bench: %v", err)
 	case err != nil:
-		fmt.Fprintf(stderr, "ddpinitiator: %v\n", err)
-		return exitFailed
+		return failf(stderr, exitFailed, "ddpinitiator: %v", err)
 	}
 	res, err := run.Run(ctx, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "ddpinitiator bench: %v\n", err)
-		return exitFailed
+		return failf(stderr, exitFailed, "ddpinitiator bench: %v", err)
 	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)

@@ -17,23 +17,21 @@ import (
 // and serves each LUN as a kernel block device; detach takes one down.
 
 // attachBlock starts the daemon that serves the LUNs as kind's devices,
-// waits for it to report them, and prints them.
-func attachBlock(k *attach.Kind, c *common, m *mountFlags, args []string, portal string, stdout, stderr io.Writer) int {
+// waits for it to report them, and prints them. flags are the command
+// line's, without those the child is given here.
+func attachBlock(k *attach.Kind, c *common, m *mountFlags, flags []string, portal string, stdout, stderr io.Writer) int {
 	target, err := c.targetName()
 	if err != nil {
-		fmt.Fprintf(stderr, "ddpinitiator attach: %v\n", err)
-		return exitUsage
+		return failf(stderr, exitUsage, "ddpinitiator attach: %v", err)
 	}
 	if m.logFile == "" {
 		m.logFile = attach.LogPath(m.runDir, k.Name, target)
 	}
-	flags := withoutFlags(args, "nbd", "ublk", "log-file", "run-dir", "foreground")
 	child := append([]string{"attach", k.Flag, "--foreground"}, flags...)
 	child = append(child, "--log-file", m.logFile, "--run-dir", m.runDir, portal)
 	info, err := mount.Spawn(m.runDir, m.logFile, child)
 	if err != nil {
-		fmt.Fprintf(stderr, "ddpinitiator attach: %v\n", err)
-		return exitFailed
+		return failf(stderr, exitFailed, "ddpinitiator attach: %v", err)
 	}
 	for _, f := range info.Files {
 		fmt.Fprintln(stdout, f.Path)

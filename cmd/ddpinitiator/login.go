@@ -25,13 +25,11 @@ func loginCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	target, err := c.targetName()
 	if err != nil {
-		fmt.Fprintf(stderr, "ddpinitiator: %v\n", err)
-		return exitUsage
+		return failf(stderr, exitUsage, "ddpinitiator: %v", err)
 	}
 	s, dev, err := c.dial(ctx, portal, target, initiator.Config{Buffers: 1 << 20, QueueDepth: 8}, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "ddpinitiator: login to %s at %s: %v\n", target, portal, err)
-		return exitFailed
+		return failf(stderr, exitFailed, "ddpinitiator: login to %s at %s: %v", target, portal, err)
 	}
 	defer dev.Close()
 	defer s.Close()
@@ -41,20 +39,17 @@ func loginCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		p.ImmediateData, p.FirstBurstLength, p.MaxBurstLength, p.TargetRecvDataSegmentLength, r.MaxCmdSN-r.CmdSN+1)
 	luns, err := remote.ReportLUNs(ctx, s)
 	if err != nil {
-		fmt.Fprintf(stderr, "ddpinitiator: REPORT LUNS: %v\n", err)
-		return exitFailed
+		return failf(stderr, exitFailed, "ddpinitiator: REPORT LUNS: %v", err)
 	}
 	for _, n := range luns {
 		blocks, bs, err := remote.ReadCapacity(ctx, s, n)
 		if err != nil {
-			fmt.Fprintf(stderr, "ddpinitiator: READ CAPACITY of LUN %d: %v\n", n, err)
-			return exitFailed
+			return failf(stderr, exitFailed, "ddpinitiator: READ CAPACITY of LUN %d: %v", n, err)
 		}
 		fmt.Fprintf(stdout, "  LUN %d: %d blocks of %d octets (%s)\n", n, blocks, bs, hostdev.HumanSize(int64(blocks)*int64(bs)))
 	}
 	if err := s.Logout(ctx); err != nil {
-		fmt.Fprintf(stderr, "ddpinitiator: logout: %v\n", err)
-		return exitFailed
+		return failf(stderr, exitFailed, "ddpinitiator: logout: %v", err)
 	}
 	fmt.Fprintln(stdout, "logged out")
 	return exitOK

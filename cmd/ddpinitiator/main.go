@@ -263,15 +263,13 @@ func discover(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	s, dev, err := c.dial(ctx, portal, "", initiator.Config{Buffers: 1 << 20, QueueDepth: 4}, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "ddpinitiator: discover %s: %v\n", portal, err)
-		return exitFailed
+		return failf(stderr, exitFailed, "ddpinitiator: discover %s: %v", portal, err)
 	}
 	defer dev.Close()
 	defer s.Close()
 	ts, err := s.SendTargets(ctx, "All")
 	if err != nil {
-		fmt.Fprintf(stderr, "ddpinitiator: SendTargets on %s: %v\n", portal, err)
-		return exitFailed
+		return failf(stderr, exitFailed, "ddpinitiator: SendTargets on %s: %v", portal, err)
 	}
 	for _, t := range ts {
 		fmt.Fprintln(stdout, t.Name)
@@ -280,4 +278,10 @@ func discover(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 	}
 	return exitOK
+}
+
+// failf prints a failure, one line, on stderr and returns the exit code.
+func failf(stderr io.Writer, code int, format string, a ...any) int {
+	fmt.Fprintf(stderr, format+"\n", a...)
+	return code
 }

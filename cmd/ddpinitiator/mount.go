@@ -46,20 +46,8 @@ func (m *mountFlags) register(fs *flag.FlagSet, daemon bool) {
 	if daemon {
 		fs.BoolVar(&m.daemon, "daemon", false, "serve in the background once mounted")
 	}
-	fs.StringVar(&m.runDir, "run-dir", defaultRunDir(), "where mounts keep their state and daemon logs")
+	fs.StringVar(&m.runDir, "run-dir", mount.DefaultRunDir(), "where mounts keep their state and daemon logs")
 	fs.StringVar(&m.logFile, "log-file", "", "the daemon's log (default: RUN-DIR/NAME.log)")
-}
-
-// defaultRunDir is /run/ddpinitiator for root, else under the user's
-// runtime or temporary directory.
-func defaultRunDir() string {
-	if os.Geteuid() == 0 {
-		return "/run/ddpinitiator"
-	}
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		return filepath.Join(d, "ddpinitiator")
-	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("ddpinitiator-%d", os.Getuid()))
 }
 
 func mountCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -74,18 +62,15 @@ func mountCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	dir, err := filepath.Abs(rest[0])
 	if err != nil {
-		fmt.Fprintf(stderr, "ddpinitiator mount: %v\n", err)
-		return exitUsage
+		return failf(stderr, exitUsage, "ddpinitiator mount: %v", err)
 	}
 	if err := mount.CheckMountpoint(dir); err != nil {
-		fmt.Fprintf(stderr, "ddpinitiator mount: %v\n", err)
-		return exitUsage
+		return failf(stderr, exitUsage, "ddpinitiator mount: %v", err)
 	}
 	if m.daemon {
-		info, err := spawn(withoutFlags(args[:len(args)-fs.NArg()], "daemon", "log-file", "run-dir"), portal, &m, dir)
+		info, err := spawn(mount.DropFlags(fs, args[:len(args)-fs.NArg()], "daemon", "log-file", "run-dir"), portal, &m, dir)
 		if err != nil {
-			fmt.Fprintf(stderr, "ddpinitiator mount: %v\n", err)
-			return exitFailed
+			return failf(stderr, exitFailed, "ddpinitiator mount: %v", err)
 		}
 		mount.PrintMounted(stdout, info)
 		fmt.Fprintf(stdout, "serving in the background as pid %d, log in %s\n", info.PID, info.Log)

@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -96,4 +99,46 @@ func (r *Reporter) Report(info Info) {
 	r.done = true
 	json.NewEncoder(r.f).Encode(info)
 	r.f.Close()
+}
+
+// DefaultRunDir is where mounts keep their state and daemon logs unless
+// told otherwise: /run/ddpinitiator for root, else under the user's
+// runtime or temporary directory.
+func DefaultRunDir() string {
+	if os.Geteuid() == 0 {
+		return "/run/ddpinitiator"
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "ddpinitiator")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("ddpinitiator-%d", os.Getuid()))
+}
+
+// DropFlags returns the flags of a command line parsed by fs without
+// those named by names, for a daemon child's command line: the flags the
+// parent sets itself and those of the parent only. A dropped flag's
+// separate value goes with it unless fs defines it as boolean.
+func DropFlags(fs *flag.FlagSet, args []string, names ...string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		t, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && slices.Contains(names, t) {
+			if !hasValue && !isBool(fs, t) {
+				i++ // its value
+			}
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+func isBool(fs *flag.FlagSet, name string) bool {
+	f := fs.Lookup(name)
+	if f == nil {
+		return false
+	}
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }

@@ -2,6 +2,7 @@ package mount
 
 import (
 	"bytes"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -174,5 +175,34 @@ func TestWaitExit(t *testing.T) {
 	}
 	if !Alive(os.Getpid()) || Alive(1<<22+1) {
 		t.Errorf("Alive")
+	}
+}
+
+func TestDropFlags(t *testing.T) {
+	fs := flag.NewFlagSet("attach", flag.ContinueOnError)
+	fs.Bool("nbd", false, "")
+	fs.Bool("daemon", false, "")
+	fs.String("run-dir", "", "")
+	fs.String("target", "", "")
+	for _, c := range []struct {
+		args, drop []string
+		want       string
+	}{
+		{[]string{"--nbd", "--target", "t", "--run-dir", "/r", "--daemon"}, []string{"nbd", "run-dir", "daemon"}, "--target t"},
+		{[]string{"-nbd=true", "--run-dir=/r", "--target=t"}, []string{"nbd", "run-dir"}, "--target=t"},
+		{[]string{"--target", "nbd", "--nbd"}, []string{"nbd"}, "--target nbd"}, // a value is no flag
+		{[]string{"--log-file", "/l", "-x"}, []string{"log-file"}, "-x"},        // not in fs: it takes a value
+		{nil, []string{"nbd"}, ""},
+	} {
+		if got := strings.Join(DropFlags(fs, c.args, c.drop...), " "); got != c.want {
+			t.Errorf("DropFlags(%q, %q) = %q, want %q", c.args, c.drop, got, c.want)
+		}
+	}
+}
+
+func TestDefaultRunDir(t *testing.T) {
+	d := DefaultRunDir()
+	if os.Geteuid() == 0 && d != "/run/ddpinitiator" || os.Geteuid() != 0 && !strings.Contains(d, "ddpinitiator") {
+		t.Errorf("DefaultRunDir() = %s (euid %d)", d, os.Geteuid())
 	}
 }
