@@ -17,6 +17,10 @@ import (
 // 7.1.2 rule 10).
 const DefaultStartupTimeout = 10 * time.Second
 
+// DefaultReadSpin is the ReadSpin ddptarget and ddpinitiator use: about
+// one small I/O's turnaround at the peer (docs/performance.md).
+const DefaultReadSpin = 50 * time.Microsecond
+
 // DefaultReadDepth is the IRD and ORD offered when a ConnConfig sets
 // neither.
 const DefaultReadDepth = 16
@@ -38,12 +42,14 @@ type ConnConfig struct {
 	// ReadSpin, when positive, is how long the receiver keeps polling a
 	// quiet socket between messages before it sleeps until the poller
 	// wakes it. A sleep and its wake-up cost a small I/O more than the
-	// network does, most of all in a virtual machine: 50 µs took a
-	// pinned QD1 4 KiB read from about 17K to 27K IOPS. Off by default:
-	// while a receiver spins (yielding), its processor does not poll the
-	// network for the other goroutines, so a sender waiting for socket
-	// space (a 1 MiB WRITE's Read Responses) or another connection waits
-	// out the spin; 1 MiB WRITE fell to 0.4x (docs/performance.md).
+	// network does, most of all in a virtual machine: DefaultReadSpin took
+	// a pinned QD1 4 KiB read from about 15K to 25K IOPS. While a receiver
+	// spins (yielding), its processor does not poll the network for the
+	// other goroutines: the spin stops as soon as the connection's own
+	// sender waits for socket space (a 1 MiB WRITE's Read Responses fell
+	// to 0.4x without that), and other connections of the process wait at
+	// most the spin. 0 (the engine's default) never spins; ddptarget and
+	// ddpinitiator use DefaultReadSpin.
 	ReadSpin time.Duration
 	// SCTP configures the association of a connection over network "sctp"
 	// (kernel SCTP) or "sctp-udp" (userspace SCTP over UDP): DDP over SCTP

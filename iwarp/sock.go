@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -46,6 +47,9 @@ type sock struct {
 	wiovs []unix.Iovec // the array behind wiov
 	werr  error
 	wfn   func(fd uintptr) bool
+	// wblocked: a writev waits for socket space (set by the sender, read
+	// by a spinning receiver, which then lets the poller run).
+	wblocked atomic.Bool
 
 	mss    int
 	mssErr error
@@ -105,6 +109,11 @@ func (s *sock) readv(bufs [][]byte, spin bool) (int, error) {
 			if !s.ragain {
 				return s.rn, s.rerr
 			}
+			if s.wblocked.Load() {
+				// The sender waits for the poller: stop spinning, so that
+				// this processor polls the network.
+				break
+			}
 			now := time.Now()
 			if deadline.IsZero() {
 				deadline = now.Add(s.spin)
@@ -147,7 +156,9 @@ func (s *sock) writev(bufs [][]byte) error {
 			return nil
 		}
 		s.werr = nil
-		if err := s.rc.Write(s.wfn); err != nil {
+		err := s.rc.Write(s.wfn)
+		s.wblocked.Store(false)
+		if err != nil {
 			return err
 		}
 		if s.werr != nil {
@@ -165,6 +176,7 @@ func (s *sock) doWrite(fd uintptr) bool {
 		n, _, e := unix.RawSyscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&s.wiov[0])), uintptr(len(s.wiov)))
 		switch {
 		case e == unix.EAGAIN:
+			s.wblocked.Store(true)
 			return false
 		case e == unix.EINTR:
 			continue

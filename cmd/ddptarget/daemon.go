@@ -106,7 +106,7 @@ func start(cfg *config.Target, logger *log.Entry, source string) (*daemon, error
 			pl = portalListener{Closer: ln, addr: ln.Addr(), serve: func() error { return d.srv.ServeTCP(ln) }}
 		} else {
 			ln, err := d.dev.Listen(network, p.Listen, iwarp.ConnConfig{MPA: mpa.StartupConfig{
-				Revision: uint8(p.MPA.Revision), Markers: p.MPA.Markers, NoCRC: !p.MPA.CRC}})
+				Revision: uint8(p.MPA.Revision), Markers: p.MPA.Markers, NoCRC: !p.MPA.CRC}, ReadSpin: iwarp.DefaultReadSpin})
 			if err != nil {
 				return nil, listenError(network, p.Listen, err)
 			}

@@ -75,6 +75,9 @@ const DialTimeout = 20 * time.Second
 // closes the session, then the device.
 func Dial(ctx context.Context, network, portal string, cfg initiator.Config) (*initiator.Session, *iwarp.Device, error) {
 	dev := iwarp.NewDevice(0)
+	if cfg.Conn.ReadSpin == 0 {
+		cfg.Conn.ReadSpin = iwarp.DefaultReadSpin
+	}
 	dctx, cancel := context.WithTimeout(ctx, DialTimeout)
 	defer cancel()
 	s, err := initiator.Dial(dctx, dev, network, portal, cfg)
