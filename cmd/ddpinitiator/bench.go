@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"io"
-	"time"
 
-	"github.com/ddpstore/ddpstore/config"
 	"github.com/ddpstore/ddpstore/hostdev/bench"
 	"github.com/ddpstore/ddpstore/transport/initiator"
 )
@@ -28,17 +25,10 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var c common
 	c.register(fs, true)
-	o := bench.Options{BlockSize: 4 * config.KiB}
+	var o bench.Options
 	var asJSON bool
-	fs.IntVar(&o.LUN, "lun", 0, "the LUN to drive")
-	fs.StringVar(&o.RW, "rw", "randread", "read, write, randread, randwrite or randrw (half reads)")
-	fs.Var(&o.BlockSize, "bs", "block size of each I/O (512 to 16MiB, a multiple of 512)")
-	fs.IntVar(&o.IODepth, "iodepth", 32, "I/Os in flight (1 to 1024)")
-	fs.DurationVar(&o.Runtime, "runtime", 10*time.Second, "how long to run")
-	fs.Var(&o.Size, "size", "the part of the LUN to use, from LBA 0 (default: all of it)")
-	fs.BoolVar(&o.Verify, "verify", false, "check that what is read is what was written")
+	o.Register(fs)
 	fs.BoolVar(&asJSON, "json", false, "print the summary as JSON")
-	fs.StringVar(&o.Progress, "progress", "auto", "progress line once a second: auto (on a terminal), always, never")
 	portal, _, code, ok := parse(fs, &c, args, stdout, stderr, benchHelp)
 	if !ok {
 		return code
@@ -68,9 +58,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return failf(stderr, exitFailed, "ddpinitiator bench: %v", err)
 	}
 	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(res)
+		res.PrintJSON(stdout)
 	} else {
 		res.Print(stdout)
 	}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 
-	"github.com/ddpstore/ddpstore/hostdev"
 	"github.com/ddpstore/ddpstore/hostdev/remote"
 	"github.com/ddpstore/ddpstore/transport/initiator"
 )
@@ -33,20 +32,8 @@ func loginCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	defer dev.Close()
 	defer s.Close()
-	r, p := s.Result(), s.Params()
-	fmt.Fprintf(stdout, "target %s at %s: logged in (ISID %012x, TSIH %d)\n", r.TargetName, portal, r.ISID, r.TSIH)
-	fmt.Fprintf(stdout, "  ImmediateData=%v FirstBurstLength=%d MaxBurstLength=%d TargetRecvDataSegmentLength=%d MaxCmdSN-CmdSN=%d\n",
-		p.ImmediateData, p.FirstBurstLength, p.MaxBurstLength, p.TargetRecvDataSegmentLength, r.MaxCmdSN-r.CmdSN+1)
-	luns, err := remote.ReportLUNs(ctx, s)
-	if err != nil {
-		return failf(stderr, exitFailed, "ddpinitiator: REPORT LUNS: %v", err)
-	}
-	for _, n := range luns {
-		blocks, bs, err := remote.ReadCapacity(ctx, s, n)
-		if err != nil {
-			return failf(stderr, exitFailed, "ddpinitiator: READ CAPACITY of LUN %d: %v", n, err)
-		}
-		fmt.Fprintf(stdout, "  LUN %d: %d blocks of %d octets (%s)\n", n, blocks, bs, hostdev.HumanSize(int64(blocks)*int64(bs)))
+	if err := remote.Report(ctx, s, portal, stdout); err != nil {
+		return failf(stderr, exitFailed, "ddpinitiator: %v", err)
 	}
 	if err := s.Logout(ctx); err != nil {
 		return failf(stderr, exitFailed, "ddpinitiator: logout: %v", err)

@@ -226,31 +226,14 @@ func (c *common) targetName() (string, error) {
 // dial logs in to portal; target "" makes a discovery session. cfg's
 // zero fields are filled from the configuration.
 func (c *common) dial(ctx context.Context, portal, target string, cfg initiator.Config, stderr io.Writer) (*initiator.Session, *iwarp.Device, error) {
-	conf := c.cfg
-	l := log.New()
-	l.SetOutput(stderr)
-	lvl, err := log.ParseLevel(conf.Log.Level)
-	if err != nil {
-		lvl = log.InfoLevel
-	}
-	if !c.verbose {
-		lvl = min(lvl, log.WarnLevel)
-	}
-	l.SetLevel(lvl)
-	if conf.Log.Format == "json" {
-		l.SetFormatter(&log.JSONFormatter{})
-	}
-	if c.debug {
-		l.SetLevel(log.DebugLevel)
-	}
 	log.SetOutput(stderr) // others log through the standard logger
 	var chap *config.CHAP
 	if c.user != "" || c.secret != "" {
 		chap = &config.CHAP{User: c.user, Secret: c.secret}
 	}
-	cfg.Log = log.NewEntry(l)
-	cfg = session.Config(conf, target, cfg, chap)
-	return session.Dial(ctx, session.Network(conf, portal, target, c.transport), portal, cfg)
+	cfg.Log = session.Logger(stderr, c.cfg.Log, c.verbose, c.debug)
+	cfg = session.Config(c.cfg, target, cfg, chap)
+	return session.Dial(ctx, session.Network(c.cfg, portal, target, c.transport), portal, cfg)
 }
 
 func discover(ctx context.Context, args []string, stdout, stderr io.Writer) int {
