@@ -87,23 +87,15 @@ func attachCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return code
 	}
 	if recoverDev != "" {
-		// The target and portal of the device, unless given.
-		st, err := attach.Recoverable(m.runDir, recoverDev)
+		st, k, err := attach.ForRecovery(m.runDir, recoverDev, nbd, ublk)
 		if err != nil {
-			return failf(stderr, exitFailed, "ddpinitiator attach: --recover %s: %v", recoverDev, err)
+			return failf(stderr, exitCode(err, attach.IsUsage), "ddpinitiator attach: %v", err)
 		}
-		if fs.NArg() == 0 {
+		if fs.NArg() == 0 { // the target and portal of the device, unless given
 			if c.target == "" {
 				args = append(args, "--target", st.Target)
 			}
 			args = append(args, st.Portal)
-		}
-		k := attach.KindOf(recoverDev)
-		if k == nil {
-			return failf(stderr, exitUsage, "ddpinitiator attach: --recover takes an NBD or ublk device (/dev/nbdN, /dev/ublkbN), not %s", recoverDev)
-		}
-		if k == attach.NBD && ublk || k == attach.UBLK && nbd {
-			return failf(stderr, exitUsage, "ddpinitiator attach: --recover %s is not a device of the kind asked for", recoverDev)
 		}
 		nbd, ublk = k == attach.NBD, k == attach.UBLK
 	}
@@ -111,16 +103,9 @@ func attachCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if !ok {
 		return code
 	}
-	var k *attach.Kind
-	switch {
-	case nbd && ublk:
-		return failf(stderr, exitUsage, "ddpinitiator attach: --nbd and --ublk exclude each other")
-	case nbd:
-		k = attach.NBD
-	case ublk:
-		k = attach.UBLK
-	case foreground:
-		return failf(stderr, exitUsage, "ddpinitiator attach: --foreground goes with --nbd or --ublk")
+	k, err := attach.Select(nbd, ublk, foreground)
+	if err != nil {
+		return failf(stderr, exitUsage, "ddpinitiator attach: %v", err)
 	}
 	if k != nil {
 		if err := k.Unavailable(); err != nil {
@@ -175,24 +160,23 @@ func detachCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	dev := rest[0]
+	dev, detach := rest[0], mount.DetachLoop
 	if attach.KindOf(dev) != nil {
-		if err := attach.Detach(m.runDir, dev, stdout); err != nil {
-			return failf(stderr, exitFailed, "ddpinitiator detach: %v", err)
-		}
-		return exitOK
+		detach = attach.Detach
 	}
-	file, err := loop.BackingFile(dev)
-	if err != nil {
-		return failf(stderr, exitUsage, "ddpinitiator detach: %v", err)
-	}
-	if file == "" {
-		return failf(stderr, exitFailed, "ddpinitiator detach: %s is not attached", dev)
-	}
-	if err := mount.Detach(m.runDir, dev, file, stdout); err != nil {
-		return failf(stderr, exitFailed, "ddpinitiator detach: %v", err)
+	if err := detach(m.runDir, dev, stdout); err != nil {
+		return failf(stderr, exitCode(err, mount.IsUsage), "ddpinitiator detach: %v", err)
 	}
 	return exitOK
+}
+
+// exitCode is the exit code of a failure: exitUsage when isUsage says the
+// command line asked for what cannot be, else exitFailed.
+func exitCode(err error, isUsage func(error) bool) int {
+	if isUsage(err) {
+		return exitUsage
+	}
+	return exitFailed
 }
 
 // parsePlain parses a command that takes no configuration and exactly the
@@ -225,29 +209,13 @@ func statusCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if _, code, ok := parsePlain(fs, args, stdout, stderr, statusHelp); !ok {
 		return code
 	}
-	mounts := mount.List(m.runDir)
-	blocks := attach.List(m.runDir)
-	if len(mounts) == 0 && len(blocks) == 0 {
+	nb, blocksServed := attach.PrintList(m.runDir, stdout)
+	nm, mountsServed := mount.PrintList(m.runDir, stdout, func(msg string) { fmt.Fprintf(stderr, "ddpinitiator status: %s\n", msg) })
+	switch {
+	case nb+nm == 0:
 		fmt.Fprintln(stdout, "no mounts")
-		return exitOK
+	case !blocksServed || !mountsServed:
+		return exitFailed
 	}
-	code := exitOK
-	for _, st := range blocks {
-		if st.Gone != "" {
-			code = exitFailed
-		}
-		st.Print(stdout)
-	}
-	for _, st := range mounts {
-		if st.Err != nil {
-			fmt.Fprintf(stderr, "ddpinitiator status: %s: %v\n", st.Path, st.Err)
-			code = exitFailed
-			continue
-		}
-		if st.Gone != "" {
-			code = exitFailed
-		}
-		st.Print(stdout)
-	}
-	return code
+	return exitOK
 }

@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/ddpstore/ddpstore/hostdev/attach"
 	"github.com/ddpstore/ddpstore/hostdev/mount"
+	"github.com/ddpstore/ddpstore/hostdev/session"
 	"github.com/ddpstore/ddpstore/transport/initiator"
 )
 
@@ -44,35 +43,14 @@ func attachBlock(k *attach.Kind, c *common, m *mountFlags, flags []string, porta
 // nothing uses; then it logs out.
 func serveBlock(ctx context.Context, k *attach.Kind, c *common, m *mountFlags, portal, recoverDev string, stdout, stderr io.Writer) int {
 	ready := mount.ReadyReporter()
-	fail := func(format string, a ...any) int {
-		msg := fmt.Sprintf(format, a...)
-		fmt.Fprintf(stderr, "ddpinitiator attach: %s\n", msg)
-		ready.Report(mount.Info{Error: msg})
-		return exitFailed
-	}
 	target, err := c.targetName()
 	if err != nil {
-		return fail("%v", err)
+		return c.fail(ready, stderr, "attach", err)
 	}
-	c.verbose = true
 	ac := attach.Config{Kind: k, Target: target, Portal: portal, RunDir: m.runDir, LogFile: m.logFile,
-		Slots: c.cfg.QueueDepth, MaxWrite: int(c.cfg.Mount.MaxWrite), Recover: recoverDev}
-	if t, err := c.cfg.FindTarget(target); err == nil {
-		for _, n := range t.LUNs {
-			ac.LUNs = append(ac.LUNs, uint16(n))
-		}
-	}
-	s, rdev, err := c.dial(ctx, portal, target, initiator.Config{Buffers: ac.Buffers()}, stderr)
-	if err != nil {
-		return fail("login to %s at %s: %v", target, portal, err)
-	}
-	defer rdev.Close()
-	defer s.Close()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	if err := attach.Serve(ctx, s, ac, stdout, sigs, ready); err != nil {
-		return fail("%v", err)
-	}
-	return exitOK
+		Slots: c.cfg.QueueDepth, MaxWrite: int(c.cfg.Mount.MaxWrite), Recover: recoverDev, LUNs: session.TargetLUNs(c.cfg, target)}
+	err = c.serve(ctx, portal, target, initiator.Config{Buffers: ac.Buffers()}, stderr, func(s *initiator.Session, sigs <-chan os.Signal) error {
+		return attach.Serve(ctx, s, ac, stdout, sigs, ready)
+	})
+	return c.fail(ready, stderr, "attach", err)
 }

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/ddpstore/ddpstore/hostdev/mount"
+	"github.com/ddpstore/ddpstore/hostdev/session"
 	"github.com/ddpstore/ddpstore/metrics"
 	"github.com/ddpstore/ddpstore/transport/initiator"
 	log "github.com/sirupsen/logrus"
@@ -93,25 +94,13 @@ func spawn(flags []string, portal string, m *mountFlags, dir string) (mount.Info
 // serveMount logs in, mounts, and serves until a signal or an unmount.
 func serveMount(ctx context.Context, c *common, m *mountFlags, portal, dir string, stdout, stderr io.Writer) int {
 	ready := mount.ReadyReporter()
-	fail := func(format string, a ...any) int {
-		msg := fmt.Sprintf(format, a...)
-		fmt.Fprintf(stderr, "ddpinitiator mount: %s\n", msg)
-		ready.Report(mount.Info{Error: msg})
-		return exitFailed
-	}
 	target, err := c.targetName()
 	if err != nil {
-		return fail("%v", err)
+		return c.fail(ready, stderr, "mount", err)
 	}
-	c.verbose = true
 	mo := c.cfg.Mount
 	mc := mount.Config{Dir: dir, Target: target, Portal: portal, RunDir: m.runDir, LogFile: m.logFile, Slots: c.cfg.QueueDepth,
-		MaxWrite: int(mo.MaxWrite), DirectIO: mo.DirectIO, AllowOther: mo.AllowOther, Debug: c.debug}
-	if t, err := c.cfg.FindTarget(target); err == nil {
-		for _, n := range t.LUNs {
-			mc.LUNs = append(mc.LUNs, uint16(n))
-		}
-	}
+		MaxWrite: int(mo.MaxWrite), DirectIO: mo.DirectIO, AllowOther: mo.AllowOther, Debug: c.debug, LUNs: session.TargetLUNs(c.cfg, target)}
 	icfg := initiator.Config{Buffers: mc.Buffers()}
 	if addr := c.cfg.Metrics.Listen; addr != "" {
 		m := metrics.NewInitiator()
@@ -122,22 +111,39 @@ func serveMount(ctx context.Context, c *common, m *mountFlags, portal, dir strin
 		icfg.Observer = obs
 		msrv, err := metrics.Listen(addr, m.Registry)
 		if err != nil {
-			return fail("%v", err)
+			return c.fail(ready, stderr, "mount", err)
 		}
 		defer msrv.Close()
 		log.Infof("metrics on http://%s/metrics", msrv.Addr())
 	}
+	err = c.serve(ctx, portal, target, icfg, stderr, func(s *initiator.Session, sigs <-chan os.Signal) error {
+		return mount.Serve(ctx, s, mc, stdout, sigs, ready)
+	})
+	return c.fail(ready, stderr, "mount", err)
+}
+
+// serve logs in to portal as a long-running process and runs serve on the
+// session, with SIGINT and SIGTERM on sigs, until it returns.
+func (c *common) serve(ctx context.Context, portal, target string, icfg initiator.Config, stderr io.Writer, serve func(s *initiator.Session, sigs <-chan os.Signal) error) error {
+	c.verbose = true
 	s, dev, err := c.dial(ctx, portal, target, icfg, stderr)
 	if err != nil {
-		return fail("login to %s at %s: %v", target, portal, err)
+		return fmt.Errorf("login to %s at %s: %v", target, portal, err)
 	}
 	defer dev.Close()
 	defer s.Close()
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	if err := mount.Serve(ctx, s, mc, stdout, sigs, ready); err != nil {
-		return fail("%v", err)
+	return serve(s, sigs)
+}
+
+// fail ends the serving process of command cmd: exitOK when err is nil,
+// else exitFailed once err is printed and reported to a spawning parent.
+func (c *common) fail(ready *mount.Reporter, stderr io.Writer, cmd string, err error) int {
+	if err == nil {
+		return exitOK
 	}
-	return exitOK
+	ready.Fail(stderr, "ddpinitiator "+cmd, err)
+	return exitFailed
 }

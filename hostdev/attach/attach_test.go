@@ -348,3 +348,78 @@ func TestServeFails(t *testing.T) {
 		}
 	}
 }
+
+func TestSelect(t *testing.T) {
+	for _, c := range []struct {
+		nbd, ublk, foreground bool
+		want                  *Kind
+		err                   string
+	}{
+		{false, false, false, nil, ""}, // loop devices
+		{true, false, false, NBD, ""},
+		{false, true, true, UBLK, ""},
+		{true, true, false, nil, "--nbd and --ublk exclude each other"},
+		{true, true, true, nil, "--nbd and --ublk exclude each other"},
+		{false, false, true, nil, "--foreground goes with --nbd or --ublk"},
+	} {
+		k, err := Select(c.nbd, c.ublk, c.foreground)
+		if k != c.want || c.err == "" && err != nil || c.err != "" && (err == nil || err.Error() != c.err || !IsUsage(err)) {
+			t.Errorf("nbd %v ublk %v foreground %v: %v %v, want %v %q", c.nbd, c.ublk, c.foreground, k, err, c.want, c.err)
+		}
+	}
+}
+
+func TestForRecovery(t *testing.T) {
+	dir := t.TempDir()
+	// No state: a failure, not a usage error, whatever the device.
+	for _, dev := range []string{"/dev/ublkb0", "/dev/sda"} {
+		_, k, err := ForRecovery(dir, dev, false, false)
+		if k != nil || err == nil || IsUsage(err) || !strings.HasPrefix(err.Error(), "--recover "+dev+": no state of it (") {
+			t.Errorf("%s without state: %v %v", dev, k, err)
+		}
+	}
+	for _, dev := range []string{"/dev/ublkb0", "/dev/nbd3", "/dev/sda"} {
+		writeState(StatePath(dir, dev), State{PID: deadPID, Device: dev, Target: "iqn.x:t", Portal: "p:1", LUN: 2})
+	}
+	writeState(StatePath(dir, "/dev/nbd4"), State{PID: os.Getppid(), Device: "/dev/nbd4"})
+	for _, c := range []struct {
+		dev        string
+		nbd, ublk  bool
+		want       *Kind
+		err        string
+		usageError bool
+	}{
+		{"/dev/ublkb0", false, false, UBLK, "", false},
+		{"/dev/ublkb0", false, true, UBLK, "", false},
+		{"/dev/nbd3", true, false, NBD, "", false},
+		{"/dev/nbd3", false, false, NBD, "", false},
+		{"/dev/ublkb0", true, false, nil, "--recover /dev/ublkb0 is not a device of the kind asked for", true},
+		{"/dev/nbd3", false, true, nil, "--recover /dev/nbd3 is not a device of the kind asked for", true},
+		{"/dev/sda", false, false, nil, "--recover takes an NBD or ublk device (/dev/nbdN, /dev/ublkbN), not /dev/sda", true},
+		{"/dev/nbd4", true, false, nil, fmt.Sprintf("--recover /dev/nbd4: it is still served by pid %d", os.Getppid()), false},
+	} {
+		st, k, err := ForRecovery(dir, c.dev, c.nbd, c.ublk)
+		if k != c.want || c.err == "" && (err != nil || st.Target != "iqn.x:t" || st.Portal != "p:1" || st.LUN != 2) ||
+			c.err != "" && (err == nil || err.Error() != c.err || IsUsage(err) != c.usageError) {
+			t.Errorf("%s nbd %v ublk %v: %+v %v %v, want %v %q", c.dev, c.nbd, c.ublk, st, k, err, c.want, c.err)
+		}
+	}
+}
+
+func TestPrintList(t *testing.T) {
+	dir := t.TempDir()
+	var b bytes.Buffer
+	if n, served := PrintList(dir, &b); n != 0 || !served || b.Len() != 0 {
+		t.Errorf("no devices: %d %v %q", n, served, b.String())
+	}
+	live := State{PID: os.Getpid(), Device: "/dev/nbd0", Kind: "nbd", Target: "iqn.x:a", Portal: "10.0.0.1:3260", Size: 4 << 20}
+	writeState(StatePath(dir, live.Device), live)
+	if n, served := PrintList(dir, &b); n != 1 || !served || b.String() != fmt.Sprintf("/dev/nbd0: LUN 0 of iqn.x:a at 10.0.0.1:3260, 4.0 MiB, pid %d, served\n", os.Getpid()) {
+		t.Errorf("a served device: %d %v %q", n, served, b.String())
+	}
+	writeState(StatePath(dir, "/dev/ublkb1"), State{PID: deadPID, Device: "/dev/ublkb1", Kind: "ublk", Target: "iqn.x:b", Portal: "p:1", LUN: 2, Size: 1 << 20})
+	b.Reset()
+	if n, served := PrintList(dir, &b); n != 2 || served || !strings.HasSuffix(b.String(), "PROCESS GONE\n") {
+		t.Errorf("one device's process gone: %d %v %q", n, served, b.String())
+	}
+}

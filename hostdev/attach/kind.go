@@ -12,6 +12,7 @@ package attach
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -148,4 +149,55 @@ func (k *Kind) Unavailable() error {
 		return fmt.Errorf("%s devices need root", k.Module)
 	}
 	return nil
+}
+
+// Select is the kind that "attach"'s flags ask for: nbd or ublk, or nil
+// for loop devices over a mount. foreground goes with a kind. Its errors
+// are *UsageErrors.
+func Select(nbd, ublk, foreground bool) (*Kind, error) {
+	switch {
+	case nbd && ublk:
+		return nil, usageErrorf("--nbd and --ublk exclude each other")
+	case nbd:
+		return NBD, nil
+	case ublk:
+		return UBLK, nil
+	case foreground:
+		return nil, usageErrorf("--foreground goes with --nbd or --ublk")
+	}
+	return nil, nil
+}
+
+// ForRecovery returns the state and the kind of dev for "attach --recover
+// dev" (Config.Recover): an error when it has no state under runDir or its
+// process still serves it (Recoverable); a *UsageError when dev is not an
+// NBD or ublk device, or not of the kind that nbd or ublk (the flags, when
+// given) ask for.
+func ForRecovery(runDir, dev string, nbd, ublk bool) (State, *Kind, error) {
+	st, err := Recoverable(runDir, dev)
+	if err != nil {
+		return st, nil, fmt.Errorf("--recover %s: %v", dev, err)
+	}
+	k := KindOf(dev)
+	if k == nil {
+		return st, nil, usageErrorf("--recover takes an NBD or ublk device (/dev/nbdN, /dev/ublkbN), not %s", dev)
+	}
+	if k == NBD && ublk || k == UBLK && nbd {
+		return st, nil, usageErrorf("--recover %s is not a device of the kind asked for", dev)
+	}
+	return st, k, nil
+}
+
+// A UsageError says that a command line asks for what cannot be: flags
+// that exclude each other, a device of the wrong kind.
+type UsageError struct{ msg string }
+
+func (e *UsageError) Error() string { return e.msg }
+
+func usageErrorf(format string, a ...any) error { return &UsageError{fmt.Sprintf(format, a...)} }
+
+// IsUsage reports whether err is a UsageError.
+func IsUsage(err error) bool {
+	var u *UsageError
+	return errors.As(err, &u)
 }

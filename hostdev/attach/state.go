@@ -112,6 +112,20 @@ func List(runDir string) []Status {
 	return out
 }
 
+// PrintList prints the devices under runDir (as Print does) on w. It
+// returns how many it found and whether each one is served.
+func PrintList(runDir string, w io.Writer) (n int, served bool) {
+	devs := List(runDir)
+	served = true
+	for _, st := range devs {
+		if st.Gone != "" {
+			served = false
+		}
+		st.Print(w)
+	}
+	return len(devs), served
+}
+
 // Print describes a listed device on one line: its LUN, target, portal,
 // size, process and state.
 func (st *Status) Print(w io.Writer) {

@@ -1,6 +1,7 @@
 package mount
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -64,6 +65,33 @@ func AttachLoops(runDir, dir string, files []File, warn func(string)) ([]*loop.D
 		devs = append(devs, d)
 	}
 	return devs, nil
+}
+
+// DetachLoop detaches dev, a loop device that AttachLoops made under
+// runDir, as Detach does. dev that names no loop device is a *UsageError;
+// one that is not attached is an error.
+func DetachLoop(runDir, dev string, out io.Writer) error {
+	file, err := loop.BackingFile(dev)
+	if err != nil {
+		return &UsageError{err}
+	}
+	if file == "" {
+		return fmt.Errorf("%s is not attached", dev)
+	}
+	return Detach(runDir, dev, file, out)
+}
+
+// A UsageError says that a command line named something that is not what
+// it should be (a loop device, say).
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// IsUsage reports whether err is a UsageError.
+func IsUsage(err error) bool {
+	var u *UsageError
+	return errors.As(err, &u)
 }
 
 // Detach detaches dev, a loop device over file, which AttachLoops made
@@ -143,6 +171,26 @@ func List(runDir string) []Status {
 		out = append(out, st)
 	}
 	return out
+}
+
+// PrintList prints the mounts under runDir (as Print does) on w, and
+// tells warn of each whose state file cannot be read, as "PATH: ERROR". It
+// returns how many it found and whether each one is served.
+func PrintList(runDir string, w io.Writer, warn func(string)) (n int, served bool) {
+	mounts := List(runDir)
+	served = true
+	for _, st := range mounts {
+		if st.Err != nil {
+			warn(fmt.Sprintf("%s: %v", st.Path, st.Err))
+			served = false
+			continue
+		}
+		if st.Gone != "" {
+			served = false
+		}
+		st.Print(w)
+	}
+	return len(mounts), served
 }
 
 // Print describes a listed mount: its mount point, target, portal,

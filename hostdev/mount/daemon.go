@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,6 +100,13 @@ func (r *Reporter) Report(info Info) {
 	r.done = true
 	json.NewEncoder(r.f).Encode(info)
 	r.f.Close()
+}
+
+// Fail tells of a failure to serve: on w as one line, "prefix: err", and
+// to the parent in Spawn (once), which prints it as its own error.
+func (r *Reporter) Fail(w io.Writer, prefix string, err error) {
+	fmt.Fprintf(w, "%s: %v\n", prefix, err)
+	r.Report(Info{Error: err.Error()})
 }
 
 // DefaultRunDir is where mounts keep their state and daemon logs unless

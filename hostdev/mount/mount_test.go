@@ -2,6 +2,8 @@ package mount
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -204,5 +206,78 @@ func TestDefaultRunDir(t *testing.T) {
 	d := DefaultRunDir()
 	if os.Geteuid() == 0 && d != "/run/ddpinitiator" || os.Geteuid() != 0 && !strings.Contains(d, "ddpinitiator") {
 		t.Errorf("DefaultRunDir() = %s (euid %d)", d, os.Geteuid())
+	}
+}
+
+func TestDetachLoopRefuses(t *testing.T) {
+	run := t.TempDir()
+	var out bytes.Buffer
+	for _, dev := range []string{"/dev/sda", "/dev/nbd0", "/dev/loopy", filepath.Join(run, "loop")} {
+		err := DetachLoop(run, dev, &out)
+		if !IsUsage(err) || !strings.Contains(err.Error(), "is not a loop device") {
+			t.Errorf("%s: %v, want a usage error: not a loop device", dev, err)
+		}
+	}
+	// A loop device that does not exist is not attached: a failure, not
+	// a usage error.
+	err := DetachLoop(run, "/dev/loop987654", &out)
+	if err == nil || IsUsage(err) || err.Error() != "/dev/loop987654 is not attached" {
+		t.Errorf("an unattached loop device: %v", err)
+	}
+	if out.Len() != 0 {
+		t.Errorf("refusals reported steps: %q", out.String())
+	}
+	if IsUsage(nil) || IsUsage(errors.New("x")) {
+		t.Error("IsUsage of nil or a plain error")
+	}
+}
+
+func TestReporterFail(t *testing.T) {
+	var log bytes.Buffer
+	var r *Reporter
+	r.Fail(&log, "ddpinitiator mount", errors.New("no LUNs")) // the foreground's: only the line
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	r = &Reporter{f: pw}
+	r.Fail(&log, "ddpinitiator attach", errors.New("login to t at p: refused"))
+	if want := "ddpinitiator mount: no LUNs\nddpinitiator attach: login to t at p: refused\n"; log.String() != want {
+		t.Errorf("printed %q, want %q", log.String(), want)
+	}
+	var info Info
+	if err := json.NewDecoder(pr).Decode(&info); err != nil || info.Error != "login to t at p: refused" {
+		t.Errorf("reported %+v (%v), want the error without the prefix", info, err)
+	}
+}
+
+func TestPrintList(t *testing.T) {
+	run := t.TempDir()
+	var out bytes.Buffer
+	var warned []string
+	warn := func(msg string) { warned = append(warned, msg) }
+	if n, served := PrintList(run, &out, warn); n != 0 || !served || out.Len() != 0 || warned != nil {
+		t.Errorf("no mounts: %d %v %q %q", n, served, out.String(), warned)
+	}
+	// A mount whose process is gone makes the list not served.
+	gone := Info{PID: 1<<22 + 1, Mountpoint: "/gone", Target: "iqn.x:a", Portal: "10.0.0.1:3260"}
+	if err := writeState(StatePath(run, gone.Mountpoint), gone); err != nil {
+		t.Fatal(err)
+	}
+	n, served := PrintList(run, &out, warn)
+	if n != 1 || served || out.String() != "/gone: iqn.x:a at 10.0.0.1:3260, pid 4194305, PROCESS GONE\n" || warned != nil {
+		t.Errorf("a dead mount: %d %v %q %q", n, served, out.String(), warned)
+	}
+	// A state file that cannot be read is counted, not printed, and warned of.
+	os.Remove(StatePath(run, gone.Mountpoint))
+	bad := filepath.Join(run, "mounts", "bad.json")
+	if err := os.WriteFile(bad, []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	n, served = PrintList(run, &out, warn)
+	if n != 1 || served || out.Len() != 0 || len(warned) != 1 || !strings.HasPrefix(warned[0], bad+": ") {
+		t.Errorf("a broken state file: %d %v %q %q", n, served, out.String(), warned)
 	}
 }

@@ -87,3 +87,17 @@ func Dial(ctx context.Context, network, portal string, cfg initiator.Config) (*i
 	}
 	return s, dev, nil
 }
+
+// TargetLUNs are the LUNs of target that conf selects (its luns), or nil
+// for every one the target reports, also when conf does not name target.
+func TargetLUNs(conf *config.Initiator, target string) []uint16 {
+	t, err := conf.FindTarget(target)
+	if err != nil {
+		return nil
+	}
+	var luns []uint16
+	for _, n := range t.LUNs {
+		luns = append(luns, uint16(n))
+	}
+	return luns
+}

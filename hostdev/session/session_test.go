@@ -1,6 +1,7 @@
 package session
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -86,5 +87,19 @@ func TestNetwork(t *testing.T) {
 		if got := Network(c, tc.portal, tc.target, tc.override); got != tc.want {
 			t.Errorf("Network(%s, %q, %q) = %s, want %s", tc.portal, tc.target, tc.override, got, tc.want)
 		}
+	}
+}
+
+func TestTargetLUNs(t *testing.T) {
+	c := conf()
+	c.Targets[1].LUNs = []int{3, 0, 7}
+	if got := TargetLUNs(c, "iqn.2024-01.org.example:b"); !slices.Equal(got, []uint16{3, 0, 7}) {
+		t.Errorf("selected LUNs %v, want [3 0 7] in the configuration's order", got)
+	}
+	if got := TargetLUNs(c, "iqn.2024-01.org.example:a"); got != nil {
+		t.Errorf("no selection: %v, want nil (every LUN)", got)
+	}
+	if got := TargetLUNs(c, "iqn.2024-01.org.example:unknown"); got != nil {
+		t.Errorf("a target not configured: %v, want nil", got)
 	}
 }
