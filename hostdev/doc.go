@@ -10,6 +10,12 @@
 //   - session: logging in to a target as the configuration says
 //   - mount: FUSE mounts of a session's LUNs as processes, their state files,
 //     and loop devices attached to their files
+//   - nbd: a LUN as a kernel NBD device (/dev/nbdN) served by this process
+//     over a socketpair
+//   - ublk: a LUN as a ublk block device (/dev/ublkbN) served by this
+//     process over io_uring
+//   - attach: a session's LUNs as NBD or ublk devices of a process of their
+//     own, their state files, recovery after the process died, and detach
 //
 // The target's backing stores are in blockdev/, below transport/lu.
 package hostdev

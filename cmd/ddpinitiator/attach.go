@@ -13,6 +13,7 @@ import (
 	"github.com/ddpstore/ddpstore/hostdev/attach"
 	"github.com/ddpstore/ddpstore/hostdev/loop"
 	"github.com/ddpstore/ddpstore/hostdev/mount"
+	"github.com/ddpstore/ddpstore/hostdev/session"
 )
 
 const umountHelp = `usage: ddpinitiator umount [flags] MOUNTPOINT
@@ -119,7 +120,7 @@ func attachCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err := loop.Available(); err != nil {
 		return failf(stderr, exitFailed, "ddpinitiator attach: %v", err)
 	}
-	target, err := c.targetName()
+	target, err := session.TargetName(c.cfg, c.target)
 	if err != nil {
 		return failf(stderr, exitUsage, "ddpinitiator attach: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/ddpstore/ddpstore/hostdev/bench"
+	"github.com/ddpstore/ddpstore/hostdev/session"
 	"github.com/ddpstore/ddpstore/transport/initiator"
 )
 
@@ -36,7 +37,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err := o.Check(); err != nil {
 		return failf(stderr, exitUsage, "ddpinitiator bench: %v", err)
 	}
-	target, err := c.targetName()
+	target, err := session.TargetName(c.cfg, c.target)
 	if err != nil {
 		return failf(stderr, exitUsage, "ddpinitiator: %v", err)
 	}

@@ -19,7 +19,7 @@ import (
 // waits for it to report them, and prints them. flags are the command
 // line's, without those the child is given here.
 func attachBlock(k *attach.Kind, c *common, m *mountFlags, flags []string, portal string, stdout, stderr io.Writer) int {
-	target, err := c.targetName()
+	target, err := session.TargetName(c.cfg, c.target)
 	if err != nil {
 		return failf(stderr, exitUsage, "ddpinitiator attach: %v", err)
 	}
@@ -43,14 +43,14 @@ func attachBlock(k *attach.Kind, c *common, m *mountFlags, flags []string, porta
 // nothing uses; then it logs out.
 func serveBlock(ctx context.Context, k *attach.Kind, c *common, m *mountFlags, portal, recoverDev string, stdout, stderr io.Writer) int {
 	ready := mount.ReadyReporter()
-	target, err := c.targetName()
+	target, err := session.TargetName(c.cfg, c.target)
 	if err != nil {
-		return c.fail(ready, stderr, "attach", err)
+		return endServing(ready, stderr, "attach", err)
 	}
 	ac := attach.Config{Kind: k, Target: target, Portal: portal, RunDir: m.runDir, LogFile: m.logFile,
 		Slots: c.cfg.QueueDepth, MaxWrite: int(c.cfg.Mount.MaxWrite), Recover: recoverDev, LUNs: session.TargetLUNs(c.cfg, target)}
 	err = c.serve(ctx, portal, target, initiator.Config{Buffers: ac.Buffers()}, stderr, func(s *initiator.Session, sigs <-chan os.Signal) error {
 		return attach.Serve(ctx, s, ac, stdout, sigs, ready)
 	})
-	return c.fail(ready, stderr, "attach", err)
+	return endServing(ready, stderr, "attach", err)
 }

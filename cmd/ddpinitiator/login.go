@@ -5,14 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 
 	"github.com/ddpstore/ddpstore/hostdev/remote"
+	"github.com/ddpstore/ddpstore/hostdev/session"
 	"github.com/ddpstore/ddpstore/transport/initiator"
 )
-
-func splitHostPort(p string) (string, string, error) { return net.SplitHostPort(p) }
-func joinHostPort(h, p string) string                { return net.JoinHostPort(h, p) }
 
 func loginCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("login", flag.ContinueOnError)
@@ -22,7 +19,7 @@ func loginCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if !ok {
 		return code
 	}
-	target, err := c.targetName()
+	target, err := session.TargetName(c.cfg, c.target)
 	if err != nil {
 		return failf(stderr, exitUsage, "ddpinitiator: %v", err)
 	}

@@ -165,14 +165,13 @@ func parse(fs *flag.FlagSet, c *common, args []string, stdout, stderr io.Writer,
 	pos := fs.Args()
 	switch n := len(pos) - len(extra); n {
 	case 0:
-		t, err := c.cfg.FindTarget(c.target)
+		p, err := session.ConfiguredPortal(c.cfg, c.target)
 		if err != nil {
-			fmt.Fprintf(stderr, "ddpinitiator: no PORTAL given and %v\n", err)
-			return "", nil, exitUsage, false
+			return "", nil, failf(stderr, exitUsage, "ddpinitiator: %v", err), false
 		}
-		return t.Portals[0], pos, 0, true
+		return p, pos, 0, true
 	case 1:
-		return withPort(pos[0]), pos[1:], 0, true
+		return session.WithPort(pos[0]), pos[1:], 0, true
 	}
 	if len(pos) < len(extra) {
 		fmt.Fprintf(stderr, "ddpinitiator: missing %s\n\n", strings.Join(extra[len(pos):], " "))
@@ -200,27 +199,6 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, help 
 		return exitUsage, false
 	}
 	return exitOK, true
-}
-
-// withPort adds the iSCSI port 3260 to a portal given without one.
-func withPort(p string) string {
-	if _, _, err := splitHostPort(p); err == nil {
-		return p
-	}
-	return joinHostPort(p, "3260")
-}
-
-// targetName is the target to log in to: --target, else the
-// configuration's only target.
-func (c *common) targetName() (string, error) {
-	if c.target != "" {
-		return c.target, nil
-	}
-	t, err := c.cfg.FindTarget("")
-	if err != nil {
-		return "", err
-	}
-	return t.Name, nil
 }
 
 // dial logs in to portal; target "" makes a discovery session. cfg's
@@ -254,12 +232,7 @@ func discover(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return failf(stderr, exitFailed, "ddpinitiator: SendTargets on %s: %v", portal, err)
 	}
-	for _, t := range ts {
-		fmt.Fprintln(stdout, t.Name)
-		for _, p := range t.Portals {
-			fmt.Fprintf(stdout, "  %s,%d\n", p.Addr, p.TPGT)
-		}
-	}
+	session.PrintTargets(stdout, ts)
 	return exitOK
 }
 

@@ -94,9 +94,9 @@ func spawn(flags []string, portal string, m *mountFlags, dir string) (mount.Info
 // serveMount logs in, mounts, and serves until a signal or an unmount.
 func serveMount(ctx context.Context, c *common, m *mountFlags, portal, dir string, stdout, stderr io.Writer) int {
 	ready := mount.ReadyReporter()
-	target, err := c.targetName()
+	target, err := session.TargetName(c.cfg, c.target)
 	if err != nil {
-		return c.fail(ready, stderr, "mount", err)
+		return endServing(ready, stderr, "mount", err)
 	}
 	mo := c.cfg.Mount
 	mc := mount.Config{Dir: dir, Target: target, Portal: portal, RunDir: m.runDir, LogFile: m.logFile, Slots: c.cfg.QueueDepth,
@@ -111,7 +111,7 @@ func serveMount(ctx context.Context, c *common, m *mountFlags, portal, dir strin
 		icfg.Observer = obs
 		msrv, err := metrics.Listen(addr, m.Registry)
 		if err != nil {
-			return c.fail(ready, stderr, "mount", err)
+			return endServing(ready, stderr, "mount", err)
 		}
 		defer msrv.Close()
 		log.Infof("metrics on http://%s/metrics", msrv.Addr())
@@ -119,7 +119,7 @@ func serveMount(ctx context.Context, c *common, m *mountFlags, portal, dir strin
 	err = c.serve(ctx, portal, target, icfg, stderr, func(s *initiator.Session, sigs <-chan os.Signal) error {
 		return mount.Serve(ctx, s, mc, stdout, sigs, ready)
 	})
-	return c.fail(ready, stderr, "mount", err)
+	return endServing(ready, stderr, "mount", err)
 }
 
 // serve logs in to portal as a long-running process and runs serve on the
@@ -138,9 +138,9 @@ func (c *common) serve(ctx context.Context, portal, target string, icfg initiato
 	return serve(s, sigs)
 }
 
-// fail ends the serving process of command cmd: exitOK when err is nil,
+// endServing ends the serving process of command cmd: exitOK when err is nil,
 // else exitFailed once err is printed and reported to a spawning parent.
-func (c *common) fail(ready *mount.Reporter, stderr io.Writer, cmd string, err error) int {
+func endServing(ready *mount.Reporter, stderr io.Writer, cmd string, err error) int {
 	if err == nil {
 		return exitOK
 	}
