@@ -116,26 +116,27 @@ func serveMount(ctx context.Context, c *common, m *mountFlags, portal, dir strin
 		defer msrv.Close()
 		log.Infof("metrics on http://%s/metrics", msrv.Addr())
 	}
-	err = c.serve(ctx, portal, target, icfg, stderr, func(s *initiator.Session, sigs <-chan os.Signal) error {
+	return c.serve(ctx, "mount", portal, target, icfg, ready, stderr, func(s *initiator.Session, sigs <-chan os.Signal) error {
 		return mount.Serve(ctx, s, mc, stdout, sigs, ready)
 	})
-	return endServing(ready, stderr, "mount", err)
 }
 
-// serve logs in to portal as a long-running process and runs serve on the
-// session, with SIGINT and SIGTERM on sigs, until it returns.
-func (c *common) serve(ctx context.Context, portal, target string, icfg initiator.Config, stderr io.Writer, serve func(s *initiator.Session, sigs <-chan os.Signal) error) error {
+// serve is the serving process of command cmd (mount, attach): it logs in
+// to portal as a long-running process and runs serve on the session, with
+// SIGINT and SIGTERM on sigs, until it returns. A failure is printed and
+// reported to ready before the session is closed.
+func (c *common) serve(ctx context.Context, cmd, portal, target string, icfg initiator.Config, ready *mount.Reporter, stderr io.Writer, serve func(s *initiator.Session, sigs <-chan os.Signal) error) int {
 	c.verbose = true
 	s, dev, err := c.dial(ctx, portal, target, icfg, stderr)
 	if err != nil {
-		return fmt.Errorf("login to %s at %s: %v", target, portal, err)
+		return endServing(ready, stderr, cmd, fmt.Errorf("login to %s at %s: %v", target, portal, err))
 	}
 	defer dev.Close()
 	defer s.Close()
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	return serve(s, sigs)
+	return endServing(ready, stderr, cmd, serve(s, sigs))
 }
 
 // endServing ends the serving process of command cmd: exitOK when err is nil,
