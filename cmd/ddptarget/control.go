@@ -15,6 +15,7 @@ import (
 
 	"github.com/ddpstore/ddpstore/config"
 	"github.com/ddpstore/ddpstore/metrics"
+	"github.com/ddpstore/ddpstore/transport/target"
 	log "github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 )
@@ -66,6 +67,12 @@ type SessionStatus struct {
 	Transport string    `json:"transport"`
 	TSIH      uint16    `json:"tsih"`
 	Since     time.Time `json:"since"`
+	// Params is what the login negotiated; absent while logging in.
+	Params *target.SessionParams `json:"params,omitempty"`
+	// Commands answered and octets read and written in this session.
+	Commands     uint64 `json:"commands"`
+	ReadBytes    uint64 `json:"read_bytes"`
+	WrittenBytes uint64 `json:"written_bytes"`
 }
 
 // status gathers the daemon's Status.
@@ -104,8 +111,14 @@ func (d *daemon) status() Status {
 		if kind == "" {
 			kind = "login"
 		}
-		st.Sessions = append(st.Sessions, SessionStatus{Initiator: s.Initiator, Target: s.Target, Kind: kind,
-			Peer: s.Peer, Transport: s.Transport, TSIH: s.TSIH, Since: s.Since})
+		ss := SessionStatus{Initiator: s.Initiator, Target: s.Target, Kind: kind,
+			Peer: s.Peer, Transport: s.Transport, TSIH: s.TSIH, Since: s.Since,
+			Commands: s.Commands, ReadBytes: s.ReadBytes, WrittenBytes: s.WrittenBytes}
+		if s.Kind != "" {
+			p := s.Params
+			ss.Params = &p
+		}
+		st.Sessions = append(st.Sessions, ss)
 	}
 	return st
 }

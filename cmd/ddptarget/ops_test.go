@@ -239,6 +239,12 @@ func TestStatusLiveTarget(t *testing.T) {
 		ss.TSIH == 0 || host != "127.0.0.1" || time.Since(ss.Since) > time.Minute || time.Since(ss.Since) < 0 {
 		t.Errorf("session %+v", ss)
 	}
+	if ss.Commands != 5 || ss.WrittenBytes != 3*8*512 || ss.ReadBytes != 2*16*512 {
+		t.Errorf("session I/O: %d commands, %d read, %d written; want 5, %d, %d", ss.Commands, ss.ReadBytes, ss.WrittenBytes, 2*16*512, 3*8*512)
+	}
+	if p := ss.Params; p == nil || p.QueueDepth == 0 || p.MaxBurstLength == 0 || p.FirstBurstLength == 0 || !p.InitialR2T || p.HeaderDigest {
+		t.Errorf("session parameters %+v", ss.Params)
+	}
 
 	// The text form, for people.
 	text, errOut, code := runStatus(t, "--socket", d.socket)
@@ -246,7 +252,8 @@ func TestStatusLiveTarget(t *testing.T) {
 		t.Fatalf("status: exit %d: %s", code, errOut)
 	}
 	for _, want := range []string{d.portal + " (tcp)", opsTarget + " (ops): any initiator", "memory", "file " + l1.Path,
-		initiatorName, ss.Peer, fmt.Sprintf("%#04x", ss.TSIH), "http://" + d.metrics + "/metrics", "Sessions: 1"} {
+		initiatorName, ss.Peer, fmt.Sprintf("%#04x", ss.TSIH), "http://" + d.metrics + "/metrics", "Sessions: 1",
+		"ImmediateData Yes, InitialR2T Yes, digests None/None"} {
 		if !strings.Contains(string(text), want) {
 			t.Errorf("status does not say %q:\n%s", want, text)
 		}

@@ -160,7 +160,7 @@ func printStatus(w io.Writer, st *Status, now time.Time) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  INITIATOR\tTARGET\tKIND\tPEER\tTRANSPORT\tTSIH\tSINCE")
+	fmt.Fprintln(tw, "  INITIATOR\tTARGET\tKIND\tPEER\tTRANSPORT\tTSIH\tCMDS\tREAD\tWRITTEN\tSINCE")
 	for _, s := range st.Sessions {
 		in, tg := s.Initiator, s.Target
 		if in == "" {
@@ -169,11 +169,32 @@ func printStatus(w io.Writer, st *Status, now time.Time) {
 		if tg == "" {
 			tg = "-"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%#04x\t%s (%s ago)\n", in, tg, s.Kind, s.Peer, s.Transport, s.TSIH,
-			s.Since.Local().Format(time.DateTime), age(now, s.Since))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%#04x\t%d\t%d\t%d\t%s (%s ago)\n", in, tg, s.Kind, s.Peer, s.Transport, s.TSIH,
+			s.Commands, s.ReadBytes, s.WrittenBytes, s.Since.Local().Format(time.DateTime), age(now, s.Since))
 	}
 	tw.Flush()
+	for _, s := range st.Sessions {
+		if p := s.Params; p != nil {
+			fmt.Fprintf(w, "  %s: queue depth %d, MaxRecvDataSegmentLength %d, FirstBurstLength %d, MaxBurstLength %d, ImmediateData %s, InitialR2T %s, digests %s/%s\n",
+				s.Peer, p.QueueDepth, p.MaxRecvDataSegmentLength, p.FirstBurstLength, p.MaxBurstLength,
+				yesNo(p.ImmediateData), yesNo(p.InitialR2T), digest(p.HeaderDigest), digest(p.DataDigest))
+		}
+	}
 }
 
 // age is how long ago t was, to the second.
 func age(now, t time.Time) time.Duration { return now.Sub(t).Truncate(time.Second) }
+
+func yesNo(b bool) string {
+	if b {
+		return "Yes"
+	}
+	return "No"
+}
+
+func digest(crc bool) string {
+	if crc {
+		return "CRC32C"
+	}
+	return "None"
+}

@@ -34,8 +34,10 @@ type conn struct {
 	log  *log.Entry
 	obs  Observer // nil: none
 	info atomic.Pointer[SessionInfo]
-	tr   transport
-	wake chan bool // true: work for idle; closed: stop
+	// I/O counts for SessionList, updated as commands are answered.
+	ioCmds, ioRead, ioWritten atomic.Uint64
+	tr                        transport
+	wake                      chan bool // true: work for idle; closed: stop
 
 	// Accounting of the connections that have not logged in (Server):
 	// peerIP and loggingIn are the server's, under its lock.
@@ -290,6 +292,9 @@ func (c *conn) login(bhs iscsi.BHS, data []byte) error {
 	}
 	info := *c.info.Load()
 	info.Initiator, info.Target, info.Kind, info.TSIH = c.res.InitiatorName, c.res.TargetName, c.res.SessionType, c.res.TSIH
+	info.Params = SessionParams{QueueDepth: c.depth, MaxRecvDataSegmentLength: p.PeerMaxRecvDataSegmentLength,
+		FirstBurstLength: p.FirstBurstLength, MaxBurstLength: p.MaxBurstLength,
+		ImmediateData: p.ImmediateData, InitialR2T: p.InitialR2T, HeaderDigest: p.HeaderDigest, DataDigest: p.DataDigest}
 	c.info.Store(&info)
 	if c.obs != nil {
 		c.obs.Session(c.res.SessionType, 1)

@@ -34,9 +34,24 @@ type CommandInfo struct {
 // SessionInfo is one connection as Server.SessionList shows it.
 type SessionInfo struct {
 	Peer      string // the initiator's address
-	Transport string // "iser"
+	Transport string // "iser" or "iscsi-tcp"
 	// Set once the connection is in full feature phase; empty before.
 	Initiator, Target, Kind string
 	TSIH                    uint16
 	Since                   time.Time // when the connection was accepted
+	// Params is what the login negotiated (zero before).
+	Params SessionParams
+	// Commands answered, and octets of data moved to (Read) and from
+	// (Written) the initiator, so far.
+	Commands, ReadBytes, WrittenBytes uint64
+}
+
+// SessionParams are the negotiated operational parameters an operator
+// looks at (RFC 7143 section 13, RFC 7145 section 6).
+type SessionParams struct {
+	QueueDepth                       uint32 // the CmdSN window the target opens
+	MaxRecvDataSegmentLength         uint32 // the largest data segment the initiator receives
+	FirstBurstLength, MaxBurstLength uint32
+	ImmediateData, InitialR2T        bool
+	HeaderDigest, DataDigest         bool // CRC32C (iSCSI/TCP only)
 }

@@ -338,6 +338,13 @@ func (c *conn) respond(ti int32) error {
 			n++
 		}
 	}
+	c.ioCmds.Add(1)
+	if xfer > 0 {
+		c.ioRead.Add(uint64(xfer))
+	}
+	if t.write && t.exec.Status == scsi.StatusGood && t.edtl > 0 {
+		c.ioWritten.Add(uint64(min(t.edtl, t.exec.DataOutLength)))
+	}
 	if c.obs != nil {
 		c.observe(t, xfer)
 	}

@@ -298,7 +298,9 @@ func (s *Server) SessionList() []SessionInfo {
 	s.mu.Lock()
 	list := make([]SessionInfo, 0, len(s.conns))
 	for c := range s.conns {
-		list = append(list, *c.info.Load())
+		info := *c.info.Load()
+		info.Commands, info.ReadBytes, info.WrittenBytes = c.ioCmds.Load(), c.ioRead.Load(), c.ioWritten.Load()
+		list = append(list, info)
 	}
 	s.mu.Unlock()
 	sort.Slice(list, func(i, j int) bool { return list[i].Since.Before(list[j].Since) })
