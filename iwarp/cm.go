@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ddpstore/ddpstore/iwarp/mpa"
@@ -16,6 +17,13 @@ import (
 // DefaultStartupTimeout bounds each wait of the MPA Startup (RFC 5044
 // 7.1.2 rule 10).
 const DefaultStartupTimeout = 10 * time.Second
+
+// DefaultMaxStartups and DefaultMaxStartupsPerPeer bound the connections
+// a Listener holds before their MPA Request (ConnConfig.MaxStartups).
+const (
+	DefaultMaxStartups        = 64
+	DefaultMaxStartupsPerPeer = 8
+)
 
 // DefaultReadSpin is the ReadSpin ddptarget and ddpinitiator use: about
 // one small I/O's turnaround at the peer (docs/performance.md).
@@ -36,6 +44,12 @@ type ConnConfig struct {
 	PrivateData []byte
 	// StartupTimeout bounds each Startup wait (DefaultStartupTimeout).
 	StartupTimeout time.Duration
+	// MaxStartups bounds the connections a Listener holds while their MPA
+	// Request has not arrived (DefaultMaxStartups), MaxStartupsPerPeer
+	// those from one IP address (DefaultMaxStartupsPerPeer): beyond them a
+	// new connection is closed at once and counted (Listener.Refused), so
+	// that half-sent Requests cannot use up the process's descriptors.
+	MaxStartups, MaxStartupsPerPeer int
 	// EMSS, when not 0, fixes the EMSS that FPDUs are sized for instead of
 	// reading TCP_MAXSEG (tests use it to force many FPDUs).
 	EMSS int
@@ -60,6 +74,12 @@ type ConnConfig struct {
 func (c ConnConfig) withDefaults() ConnConfig {
 	if c.StartupTimeout <= 0 {
 		c.StartupTimeout = DefaultStartupTimeout
+	}
+	if c.MaxStartups <= 0 {
+		c.MaxStartups = DefaultMaxStartups
+	}
+	if c.MaxStartupsPerPeer <= 0 {
+		c.MaxStartupsPerPeer = DefaultMaxStartupsPerPeer
 	}
 	if c.MPA.IRD == 0 && c.MPA.ORD == 0 {
 		c.MPA.IRD, c.MPA.ORD = DefaultReadDepth, DefaultReadDepth
@@ -220,6 +240,8 @@ type Listener struct {
 
 	mu      sync.Mutex
 	pending map[*net.TCPConn]struct{}
+	perPeer map[string]int // pending, by IP address
+	refused atomic.Uint64
 	// Errs counts connections dropped for a bad MPA Request, by reason.
 	errs []error
 }
@@ -236,7 +258,7 @@ func (d *Device) Listen(network, addr string, cfg ConnConfig) (*Listener, error)
 		return nil, err
 	}
 	l := &Listener{dev: d, ln: nl.(*net.TCPListener), cfg: cfg.withDefaults(), reqs: make(chan *ConnRequest),
-		done: make(chan struct{}), pending: make(map[*net.TCPConn]struct{})}
+		done: make(chan struct{}), pending: make(map[*net.TCPConn]struct{}), perPeer: map[string]int{}}
 	if err := d.addListener(l); err != nil {
 		nl.Close()
 		return nil, err
@@ -301,8 +323,17 @@ func (l *Listener) acceptLoop() {
 			time.Sleep(10 * time.Millisecond) // e.g. EMFILE: do not spin
 			continue
 		}
+		ip := peerIP(tc.RemoteAddr())
 		l.mu.Lock()
+		if len(l.pending) >= l.cfg.MaxStartups || l.perPeer[ip] >= l.cfg.MaxStartupsPerPeer {
+			l.mu.Unlock()
+			l.refused.Add(1)
+			tc.SetLinger(0) // a reset: nothing is owed to a flood
+			tc.Close()
+			continue
+		}
 		l.pending[tc] = struct{}{}
+		l.perPeer[ip]++
 		l.mu.Unlock()
 		l.wg.Add(1)
 		go l.startup(tc)
@@ -319,6 +350,11 @@ func (l *Listener) startup(tc *net.TCPConn) {
 	// to Accept, or closed below.
 	l.mu.Lock()
 	delete(l.pending, tc)
+	if ip := peerIP(tc.RemoteAddr()); l.perPeer[ip] > 1 {
+		l.perPeer[ip]--
+	} else {
+		delete(l.perPeer, ip)
+	}
 	if err != nil && len(l.errs) < 64 {
 		l.errs = append(l.errs, fmt.Errorf("iwarp: MPA Request from %s: %w", tc.RemoteAddr(), err))
 	}
@@ -435,4 +471,16 @@ func (r *ConnRequest) sendReply(reply *mpa.Startup) error {
 		return fmt.Errorf("iwarp: sending MPA Reply: %w", err)
 	}
 	return nil
+}
+
+// Refused is how many connections the Listener closed at once because too
+// many others had not yet sent their MPA Request (ConnConfig.MaxStartups).
+func (l *Listener) Refused() uint64 { return l.refused.Load() }
+
+// peerIP is the IP address of a, as a string (all of a when it has none).
+func peerIP(a net.Addr) string {
+	if t, ok := a.(*net.TCPAddr); ok {
+		return t.IP.String()
+	}
+	return a.String()
 }

@@ -408,3 +408,58 @@ func TestResponderWaitsForFirstFPDU(t *testing.T) {
 	}
 	e.expect(e.scq, 1, WCWrite, StatusSuccess, 16)
 }
+
+// TestStartupFlood: connections that send no MPA Request are bounded per
+// address and in all; beyond that a new one is closed at once and
+// counted, and a real connection gets through once the flood is gone.
+func TestStartupFlood(t *testing.T) {
+	ini, resp := newSizedEnd(t, "initiator", nil, 1<<20), newSizedEnd(t, "responder", nil, 1<<20)
+	ln := listen(t, resp.dev, ConnConfig{MaxStartups: 4, MaxStartupsPerPeer: 3})
+	var idle []net.Conn
+	dial := func(src string) net.Conn {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+		c, err := d.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	closedSoon := func(c net.Conn) bool {
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		_, err := c.Read(make([]byte, 1))
+		var ne net.Error
+		return err != nil && !(errors.As(err, &ne) && ne.Timeout())
+	}
+	for i := 0; i < 3; i++ {
+		idle = append(idle, dial("127.0.0.1"))
+	}
+	waitFor(t, func() bool { ln.mu.Lock(); defer ln.mu.Unlock(); return len(ln.pending) == 3 })
+	if c := dial("127.0.0.1"); !closedSoon(c) {
+		t.Fatal("a fourth half-open connection from one address was kept")
+	}
+	idle = append(idle, dial("127.0.0.2")) // the fourth in all
+	waitFor(t, func() bool { ln.mu.Lock(); defer ln.mu.Unlock(); return len(ln.pending) == 4 })
+	if c := dial("127.0.0.3"); !closedSoon(c) {
+		t.Fatal("a fifth half-open connection was kept")
+	}
+	if n := ln.Refused(); n != 2 {
+		t.Fatalf("Refused() = %d, want 2", n)
+	}
+	for _, c := range idle {
+		c.Close()
+	}
+	waitFor(t, func() bool { ln.mu.Lock(); defer ln.mu.Unlock(); return len(ln.pending) == 0 && len(ln.perPeer) == 0 })
+	connectVia(t, ln, ini, resp, ConnConfig{})
+	ping(t, ini, resp, 1)
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached within 5 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
