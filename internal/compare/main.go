@@ -32,18 +32,19 @@ import (
 )
 
 type options struct {
-	bin      string
-	runtime  time.Duration
-	runs     int
-	size     int64
-	pin      bool
-	out      string
-	png      string
-	nbdPort  int
-	ddpPort  int
-	tcpPort  int
-	patterns string
-	mounts   bool
+	bin       string
+	runtime   time.Duration
+	runs      int
+	size      int64
+	pin       bool
+	out       string
+	png       string
+	nbdPort   int
+	ddpPort   int
+	iscsiPort int // ddptarget's iscsi-tcp portal
+	tcpPort   int
+	patterns  string
+	mounts    bool
 }
 
 func main() {
@@ -57,6 +58,7 @@ func main() {
 	flag.StringVar(&o.png, "png", "out/compare.png", "the ratio chart (PNG, by gnuplot); empty for none")
 	flag.IntVar(&o.nbdPort, "nbd-port", 10899, "nbdkit's port on 127.0.0.1")
 	flag.IntVar(&o.ddpPort, "ddp-port", 3299, "ddptarget's port on 127.0.0.1")
+	flag.IntVar(&o.iscsiPort, "iscsi-port", 3298, "ddptarget's iSCSI/TCP (no iSER) port on 127.0.0.1, the same LU")
 	flag.IntVar(&o.tcpPort, "tcp-port", 5299, "port of the TCP limit measurements")
 	flag.StringVar(&o.patterns, "patterns", "all", "comma-separated pattern names, or all")
 	flag.BoolVar(&o.mounts, "mounts", true, "also measure through FUSE mounts (root and /dev/fuse)")

@@ -138,6 +138,24 @@ func (r *results) write() error {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", p.name, a, ga, c, gc)
 		chart = append(chart, fmt.Sprintf("%s %.3f %.3f", p.name, orZero(in, okIn), orZero(mnt, okM)))
 	}
+	fmt.Fprintf(&b, "\n## iSER against iSCSI over TCP, the same ddptarget and LU (IOPS, paired run by run)\n\n")
+	fmt.Fprintf(&b, "| pattern | ddpstore (iSER) / ddpstore-iscsi-tcp | server CPU µs/IO, iSER / TCP | client CPU µs/IO, iSER / TCP |\n|---|---|---|---|\n")
+	for _, p := range r.patterns {
+		x, ok := r.ratio(p.name, "ddpstore", "ddpstore-iscsi-tcp")
+		if !ok {
+			continue
+		}
+		cpu := func(s string, server bool) string {
+			return statOf(r.field(p.name, s, func(x sample) float64 {
+				if server {
+					return perIO(x.serverCPU, x.ios)
+				}
+				return perIO(x.clientCPU, x.ios)
+			})).fmt(1e-6, 1)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s / %s | %s / %s |\n", p.name, x.fmt(1, 2),
+			cpu("ddpstore", true), cpu("ddpstore-iscsi-tcp", true), cpu("ddpstore", false), cpu("ddpstore-iscsi-tcp", false))
+	}
 	fmt.Fprintf(&b, "\n## Every system\n\n")
 	fmt.Fprintf(&b, "| pattern | system | IOPS | MB/s | client CPU µs/IO | server CPU µs/IO |\n|---|---|---|---|---|---|\n")
 	for _, p := range r.patterns {

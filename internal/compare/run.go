@@ -186,7 +186,8 @@ func (h *harness) start(ctx context.Context) ([]*system, error) {
 		return nil, err
 	}
 	cfg := filepath.Join(h.dir, "target.yaml")
-	yaml := fmt.Sprintf("portals:\n  - listen: 127.0.0.1:%d\ntargets:\n  - name: %s\n    luns:\n      - {id: 0, path: %s}\nlimits: {queue_depth: 128}\nlog: {level: warn}\n", o.ddpPort, iqn, h.image)
+	yaml := fmt.Sprintf("portals:\n  - listen: 127.0.0.1:%d\n  - {listen: 127.0.0.1:%d, transport: iscsi-tcp}\ntargets:\n  - name: %s\n    luns:\n      - {id: 0, path: %s}\nlimits: {queue_depth: 128}\nlog: {level: warn}\ncontrol: {socket: %s}\n",
+		o.ddpPort, o.iscsiPort, iqn, h.image, filepath.Join(h.dir, "ddptarget.sock"))
 	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
 		return nil, err
 	}
@@ -194,7 +195,7 @@ func (h *harness) start(ctx context.Context) ([]*system, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, port := range []int{o.nbdPort, o.ddpPort} {
+	for _, port := range []int{o.nbdPort, o.ddpPort, o.iscsiPort} {
 		if err := waitPort(ctx, port); err != nil {
 			return nil, err
 		}
@@ -210,6 +211,11 @@ func (h *harness) start(ctx context.Context) ([]*system, error) {
 		}},
 		{name: "ddpstore", server: ddp.Process, run: func(ctx context.Context, p pattern) (sample, error) {
 			return h.bench(ctx, p, portal)
+		}},
+		// The same target and LU over iSCSI without iSER: what direct
+		// placement is worth, measured rather than claimed.
+		{name: "ddpstore-iscsi-tcp", server: ddp.Process, run: func(ctx context.Context, p pattern) (sample, error) {
+			return h.bench(ctx, p, fmt.Sprintf("127.0.0.1:%d", o.iscsiPort), "--transport", "iscsi-tcp")
 		}},
 	}
 	why := ""
@@ -419,10 +425,11 @@ func (h *harness) fio(ctx context.Context, p pattern, args ...string) (sample, e
 		ios: j.Read.TotalIOs + j.Write.TotalIOs, clientCPU: cpu}, nil
 }
 
-func (h *harness) bench(ctx context.Context, p pattern, portal string) (sample, error) {
+func (h *harness) bench(ctx context.Context, p pattern, portal string, extra ...string) (sample, error) {
 	argv := []string{filepath.Join(h.o.bin, "ddpinitiator"), "bench", "--target", iqn, "--json",
 		"--rw", p.rw, "--bs", sizeArg(p.bs), "--iodepth", strconv.Itoa(p.qd),
-		"--runtime", h.o.runtime.String(), portal}
+		"--runtime", h.o.runtime.String()}
+	argv = append(append(argv, extra...), portal)
 	out, cpu, err := h.client(ctx, argv)
 	if err != nil {
 		return sample{}, err
