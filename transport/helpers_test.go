@@ -125,6 +125,11 @@ func (r *rig) dial(t testing.TB, cfg initiator.Config) *initiator.Session {
 }
 
 func (r *rig) tryDial(cfg initiator.Config) (*initiator.Session, error) {
+	return r.tryDialVia(rigNet, r.addr, cfg)
+}
+
+// tryDialVia logs in over network to addr with the rig's defaults.
+func (r *rig) tryDialVia(network, addr string, cfg initiator.Config) (*initiator.Session, error) {
 	if cfg.InitiatorName == "" {
 		cfg.InitiatorName = initiatorName
 	}
@@ -136,7 +141,7 @@ func (r *rig) tryDial(cfg initiator.Config) (*initiator.Session, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return initiator.Dial(ctx, r.dev, rigNet, r.addr, cfg)
+	return initiator.Dial(ctx, r.dev, network, addr, cfg)
 }
 
 func read16(lba uint64, blocks uint32) []byte {

@@ -127,32 +127,7 @@ func TestInitiatorNopTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	p := newRawPeer(t, dev)
-	go func() {
-		req, err := ln.Accept(context.Background())
-		if err != nil {
-			return
-		}
-		var pd [iser.CMHeaderLen]byte
-		if req.Accept(p.c.QP, pd[:]) != nil {
-			return
-		}
-		p.run()
-		lt := login.NewTarget(&login.TargetConfig{
-			Lookup: func(string) *login.TargetPolicy { return &login.TargetPolicy{Name: targetName} },
-			Offer:  login.Defaults()})
-		for {
-			m := <-p.rx
-			out, done, err := lt.Step(nil, m[iser.HeaderLen:])
-			if err != nil {
-				return
-			}
-			p.sendRaw(iser.HeaderFields{}, out)
-			if done {
-				return // and never answer again
-			}
-		}
-	}()
+	go silentTarget(newRawPeer(t, dev), ln, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s, err := initiator.Dial(ctx, dev, "tcp", ln.Addr().String(), initiator.Config{InitiatorName: initiatorName,
@@ -184,33 +159,7 @@ func TestInitiatorNopTimeoutBusy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newRawPeer(t, dev)
-	go func() {
-		req, err := ln.Accept(context.Background())
-		if err != nil {
-			return
-		}
-		ln.Close() // reconnections find nobody
-		var pd [iser.CMHeaderLen]byte
-		if req.Accept(p.c.QP, pd[:]) != nil {
-			return
-		}
-		p.run()
-		lt := login.NewTarget(&login.TargetConfig{
-			Lookup: func(string) *login.TargetPolicy { return &login.TargetPolicy{Name: targetName} },
-			Offer:  login.Defaults()})
-		for {
-			m := <-p.rx
-			out, done, err := lt.Step(nil, m[iser.HeaderLen:])
-			if err != nil {
-				return
-			}
-			p.sendRaw(iser.HeaderFields{}, out)
-			if done {
-				return // and never answer again, commands and pings alike
-			}
-		}
-	}()
+	go silentTarget(newRawPeer(t, dev), ln, true)
 	obs := &lossObserver{lost: make(chan time.Time, 4)}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -244,6 +193,38 @@ func TestInitiatorNopTimeoutBusy(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the command did not fail after the recovery timeout")
+	}
+}
+
+// silentTarget accepts one connection on ln with p, runs the login, and
+// then never answers anything again, commands and pings alike, while its
+// connection stays up. With closeListener, reconnections find nobody.
+func silentTarget(p *rawPeer, ln *iwarp.Listener, closeListener bool) {
+	req, err := ln.Accept(context.Background())
+	if err != nil {
+		return
+	}
+	if closeListener {
+		ln.Close()
+	}
+	var pd [iser.CMHeaderLen]byte
+	if req.Accept(p.c.QP, pd[:]) != nil {
+		return
+	}
+	p.run()
+	lt := login.NewTarget(&login.TargetConfig{
+		Lookup: func(string) *login.TargetPolicy { return &login.TargetPolicy{Name: targetName} },
+		Offer:  login.Defaults()})
+	for {
+		m := <-p.rx
+		out, done, err := lt.Step(nil, m[iser.HeaderLen:])
+		if err != nil {
+			return
+		}
+		p.sendRaw(iser.HeaderFields{}, out)
+		if done {
+			return
+		}
 	}
 }
 

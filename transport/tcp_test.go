@@ -16,18 +16,7 @@ import (
 // dialTCP logs in to the rig's iSCSI/TCP portal.
 func (r *rig) dialTCP(t testing.TB, cfg initiator.Config) *initiator.Session {
 	t.Helper()
-	if cfg.InitiatorName == "" {
-		cfg.InitiatorName = initiatorName
-	}
-	if cfg.Log == nil {
-		cfg.Log = quietLog()
-	}
-	if cfg.Buffers == 0 {
-		cfg.Buffers = 32 << 20
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := initiator.Dial(ctx, nil, initiator.NetworkISCSITCP, r.tcpAddr, cfg)
+	s, err := r.tryDialVia(initiator.NetworkISCSITCP, r.tcpAddr, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
