@@ -54,6 +54,31 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("initiator: SCSI status %#02x", e.Status)
 }
 
+// resetRetries bounds how often Do reissues a command answered with a
+// reset unit attention: one per LU is the rule, a few more cover resets
+// that happen meanwhile.
+const resetRetries = 3
+
+// ResetUnitAttention says whether a command's outcome is CHECK CONDITION
+// with sense key UNIT ATTENTION and ASC 29h (POWER ON, RESET, OR BUS
+// DEVICE RESET OCCURRED, any ASCQ; SPC-4 4.5.6, 6.1): the target did not
+// run the command and reports only that the LU was reset, so the command
+// may simply be sent again. Fixed (70h/71h) and descriptor (72h/73h)
+// sense data are both read.
+func ResetUnitAttention(status uint8, sense []byte) bool {
+	const checkCondition, unitAttention, ascReset = 0x02, 0x06, 0x29
+	if status != checkCondition || len(sense) < 3 {
+		return false
+	}
+	switch sense[0] & 0x7f {
+	case 0x70, 0x71:
+		return len(sense) >= 13 && sense[2]&0xf == unitAttention && sense[12] == ascReset
+	case 0x72, 0x73:
+		return sense[1]&0xf == unitAttention && sense[2] == ascReset
+	}
+	return false
+}
+
 // RejectError is a request the target answered with a Reject PDU.
 type RejectError struct{ Reason uint8 }
 
@@ -65,6 +90,12 @@ func (e *RejectError) Error() string {
 // completed (whatever its SCSI status: check cmd.Status), a *RejectError,
 // or the error that ended the session. If ctx ends first, the command is
 // aborted (ABORT TASK) before Do returns, so its buffer is free to reuse.
+//
+// A command answered with a reset unit attention (ResetUnitAttention) was
+// not run by the target, which reports it once per logical unit: Do sends
+// it again, up to resetRetries times, as the SCSI layer of other
+// initiators does. Targets such as Linux's tgt report one to the first
+// command on each LU of every new session.
 func (s *Session) Do(ctx context.Context, cmd *Command) error {
 	if cmd.Dir == NoData && len(cmd.Data) > 0 {
 		return errors.New("initiator: data buffer on a command without data")
@@ -87,16 +118,21 @@ func (s *Session) Do(ctx context.Context, cmd *Command) error {
 	if s.cfg.Observer != nil {
 		start = time.Now()
 	}
-	ti, err := s.take(ctx, true)
-	if err != nil {
-		return err
+	for try := 0; ; try++ {
+		ti, terr := s.take(ctx, true)
+		if terr != nil {
+			return terr
+		}
+		t := &s.tasks[ti]
+		t.cmd, t.off, t.lun = cmd, off, lun
+		if err := s.postCommand(ti); err != nil {
+			return err
+		}
+		if err = s.wait(ctx, ti); err != nil || try >= resetRetries || !ResetUnitAttention(cmd.Status, cmd.Sense) {
+			break
+		}
+		s.log.Debugf("LUN %d: unit attention %x (a reset), opcode %#02x reissued", cmd.LUN, cmd.Sense, cmd.CDB[0])
 	}
-	t := &s.tasks[ti]
-	t.cmd, t.off, t.lun = cmd, off, lun
-	if err := s.postCommand(ti); err != nil {
-		return err
-	}
-	err = s.wait(ctx, ti)
 	if err == nil && s.cfg.Observer != nil {
 		info := CommandInfo{LUN: cmd.LUN, Opcode: cmd.CDB[0], Status: cmd.Status, Latency: time.Since(start)}
 		switch cmd.Dir {
