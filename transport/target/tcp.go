@@ -6,13 +6,13 @@ import (
 	"io"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/ddpstore/ddpstore/iwarp/mem"
 	"github.com/ddpstore/ddpstore/transport/iscsi"
 	"github.com/ddpstore/ddpstore/transport/login"
 	"github.com/ddpstore/ddpstore/transport/lu"
+	"github.com/ddpstore/ddpstore/transport/tcpconn"
 )
 
 // tcpTransport carries a session over one TCP connection as RFC 7143
@@ -47,7 +47,9 @@ type tcpTransport struct {
 	readDone chan struct{}
 	maxRecv  int // the longest data segment accepted
 
-	hdrDigest, dataDigest atomic.Bool
+	digests tcpconn.Digests
+	w       tcpconn.Writer
+	r       tcpconn.Reader
 
 	// xf is each task's write data solicitation. The burst fields are
 	// read and advanced by the reader under mu; the rest is the loop's.
@@ -55,10 +57,6 @@ type tcpTransport struct {
 	xf []tcpTask
 
 	peerMaxSeg  uint32 // the initiator's MaxRecvDataSegmentLength
-	iov         net.Buffers
-	iovs        [][]byte
-	hdrs        []byte // Data-In and R2T headers (and their digests) of one write
-	zero        [8]byte
 	extendedAt  time.Time
 	disconnects bool
 }
@@ -119,9 +117,11 @@ func (c *conn) serveTCP(nc net.Conn) {
 		xf: make([]tcpTask, n), peerMaxSeg: loginData}
 	for i := 0; i < n; i++ {
 		t.slots = append(t.slots, make([]byte, iscsi.BHSLen+loginData+4))
-		t.rbufs = append(t.rbufs, make([]byte, iscsi.BHSLen+t.maxRecv+8))
+		t.rbufs = append(t.rbufs, make([]byte, iscsi.BHSLen+t.maxRecv))
 		t.free <- i
 	}
+	t.w = tcpconn.Writer{Conn: nc, Digests: &t.digests}
+	t.r = tcpconn.Reader{Conn: nc, Digests: &t.digests, Max: t.maxRecv}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
@@ -214,8 +214,6 @@ func (t *tcpTransport) flushDone() error {
 // read parses the stream until it ends, handing PDUs to the loop.
 func (t *tcpTransport) read() {
 	defer close(t.readDone)
-	var hdr [iscsi.BHSLen + iscsi.DigestLen]byte
-	var tail [8]byte
 	end := func(err error) {
 		select {
 		case t.rx <- tcpRx{kind: rxEnd, err: err}:
@@ -223,40 +221,16 @@ func (t *tcpTransport) read() {
 		}
 	}
 	for {
-		hl := iscsi.BHSLen
-		if t.hdrDigest.Load() {
-			hl += iscsi.DigestLen
-		}
-		if _, err := io.ReadFull(t.nc, hdr[:hl]); err != nil {
+		bhs, err := t.r.Header()
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				err = fmt.Errorf("%w: %v", errProtocol, err)
+			}
 			end(err)
 			return
 		}
-		bhs := iscsi.BHS(hdr[:iscsi.BHSLen])
-		if hl > iscsi.BHSLen && iscsi.Digest(bhs) != iscsi.GetDigest(hdr[iscsi.BHSLen:]) {
-			end(fmt.Errorf("%w: header digest error (%v)", errProtocol, bhs.Opcode()))
-			return
-		}
-		if _, err := iscsi.Parse(bhs); err != nil {
-			end(fmt.Errorf("%w: %v", errProtocol, err))
-			return
-		}
-		if bhs.TotalAHSLength() != 0 {
-			end(fmt.Errorf("%w: %v with %d words of AHS", errProtocol, bhs.Opcode(), bhs.TotalAHSLength()))
-			return
-		}
-		dsl := int(bhs.DataSegmentLength())
-		if dsl > t.maxRecv {
-			end(fmt.Errorf("%w: %v with a data segment of %d octets, more than the %d declared", errProtocol, bhs.Opcode(), dsl, t.maxRecv))
-			return
-		}
-		pad := bhs.PaddedDataLength() - dsl
-		dd := t.dataDigest.Load() && dsl > 0
-		tl := pad
-		if dd {
-			tl += iscsi.DigestLen
-		}
 		if bhs.Opcode() == iscsi.OpSCSIDataOut {
-			if err := t.dataOut(bhs, dsl, tail[:tl], pad, dd); err != nil {
+			if err := t.dataOut(bhs); err != nil {
 				end(err)
 				return
 			}
@@ -268,27 +242,22 @@ func (t *tcpTransport) read() {
 		case <-t.quit:
 			return
 		}
+		dsl := int(bhs.DataSegmentLength())
 		b := t.rbufs[i]
 		copy(b, bhs)
-		if _, err := io.ReadFull(t.nc, b[iscsi.BHSLen:iscsi.BHSLen+dsl+tl]); err != nil {
-			end(err)
+		if err := t.r.Data(b[iscsi.BHSLen : iscsi.BHSLen+dsl]); err != nil {
+			// Section 7.8: a PDU with a data digest error is discarded; at
+			// ErrorRecoveryLevel 0 the connection ends.
+			end(fmt.Errorf("%w: %v (%v)", errProtocol, err, bhs.Opcode()))
 			return
 		}
-		if dd {
-			data := b[iscsi.BHSLen : iscsi.BHSLen+dsl+pad]
-			if iscsi.Digest(data) != iscsi.GetDigest(b[iscsi.BHSLen+dsl+pad:]) {
-				// Section 7.8: a PDU with a data digest error is
-				// discarded; at ErrorRecoveryLevel 0 the connection ends.
-				end(fmt.Errorf("%w: data digest error (%v)", errProtocol, bhs.Opcode()))
-				return
-			}
-		}
+		op := bhs.Opcode()
 		select {
 		case t.rx <- tcpRx{kind: rxPDU, buf: i, n: iscsi.BHSLen + dsl}:
 		case <-t.quit:
 			return
 		}
-		if bhs.Opcode() == iscsi.OpLoginReq {
+		if op == iscsi.OpLoginReq {
 			// The login may end with this PDU and switch digests on:
 			// read on once the loop has taken it.
 			select {
@@ -304,8 +273,9 @@ func (t *tcpTransport) read() {
 // burst it answers (its TTT names the task and the R2T): in order and
 // within the burst (DataPDUInOrder and DataSequenceInOrder are Yes). When
 // the burst is complete the loop is told.
-func (t *tcpTransport) dataOut(bhs iscsi.BHS, dsl int, tail []byte, pad int, dd bool) error {
+func (t *tcpTransport) dataOut(bhs iscsi.BHS) error {
 	d, _ := iscsi.AsSCSIDataOut(bhs)
+	dsl := int(bhs.DataSegmentLength())
 	ttt := d.TTT()
 	ti := int32(ttt & 0xffff)
 	t.mu.Lock()
@@ -327,14 +297,9 @@ func (t *tcpTransport) dataOut(bhs iscsi.BHS, dsl int, tail []byte, pad int, dd 
 		return fmt.Errorf("%w: Data-Out (ITT %#x, TTT %#x, offset %d, DataSN %d, %d octets) that no R2T asked for",
 			errProtocol, bhs.ITT(), ttt, d.BufferOffset(), d.DataSN(), dsl)
 	}
-	if _, err := io.ReadFull(t.nc, dst); err != nil {
-		return err
-	}
-	if _, err := io.ReadFull(t.nc, tail); err != nil {
-		return err
-	}
-	if dd && iscsi.DigestUpdate(iscsi.Digest(dst), tail[:pad]) != iscsi.GetDigest(tail[pad:]) {
-		return fmt.Errorf("%w: data digest error (Data-Out, ITT %#x)", errProtocol, bhs.ITT())
+	itt, final := bhs.ITT(), bhs.Final() // bhs is the Reader's: read before Data
+	if err := t.r.Data(dst); err != nil {
+		return fmt.Errorf("%w: %v (Data-Out, ITT %#x)", errProtocol, err, itt)
 	}
 	t.mu.Lock()
 	x.got += uint32(dsl)
@@ -344,8 +309,8 @@ func (t *tcpTransport) dataOut(bhs iscsi.BHS, dsl int, tail []byte, pad int, dd 
 		x.active = false
 	}
 	t.mu.Unlock()
-	if bhs.Final() != complete {
-		return fmt.Errorf("%w: Data-Out sequence of ITT %#x: F bit %v after %d of %d octets", errProtocol, bhs.ITT(), bhs.Final(), x.got, x.burst.n)
+	if final != complete {
+		return fmt.Errorf("%w: Data-Out sequence of ITT %#x: F bit %v after %d of %d octets", errProtocol, itt, final, x.got, x.burst.n)
 	}
 	if complete {
 		select {
@@ -368,8 +333,8 @@ func (t *tcpTransport) loginConfig(tc *login.TargetConfig) {
 
 func (t *tcpTransport) negotiated(p login.Params) {
 	t.peerMaxSeg = p.PeerMaxRecvDataSegmentLength
-	t.hdrDigest.Store(p.HeaderDigest)
-	t.dataDigest.Store(p.DataDigest)
+	t.digests.Header.Store(p.HeaderDigest)
+	t.digests.Data.Store(p.DataDigest)
 }
 
 func (t *tcpTransport) sendSlots() int          { return len(t.slots) }
@@ -379,62 +344,24 @@ func (t *tcpTransport) staging() []byte         { return t.stage.Bytes() }
 func (t *tcpTransport) useLUs(*lu.Target) error { return nil }
 func (t *tcpTransport) disconnect()             { t.disconnects = true }
 
-// postPDU writes the PDU (its data segment already padded) with its
-// digests.
+// postPDU writes the PDU with its digests.
 func (t *tcpTransport) postPDU(slot, n int, _ int32) error {
 	b := t.slots[slot][:n]
-	t.iovs = t.iovs[:0]
-	t.headers(1)
-	t.appendPDU(b[:iscsi.BHSLen], b[iscsi.BHSLen:], 0)
+	t.w.Begin(1)
+	t.w.Append(iscsi.BHS(b[:iscsi.BHSLen]), b[iscsi.BHSLen:])
 	t.done = append(t.done, slot)
 	return t.write()
 }
 
-// appendPDU queues one PDU for write: its BHS, header digest, data
-// segment, pad octets of padding and data digest. The digests go in
-// t.hdrs, which must have room (write sizes it).
-func (t *tcpTransport) appendPDU(bhs, data []byte, pad int) {
-	t.iovs = append(t.iovs, bhs)
-	if t.hdrDigest.Load() {
-		h := t.hdrs[len(t.hdrs) : len(t.hdrs)+iscsi.DigestLen]
-		iscsi.PutDigest(h, iscsi.Digest(bhs))
-		t.hdrs = t.hdrs[:len(t.hdrs)+iscsi.DigestLen]
-		t.iovs = append(t.iovs, h)
-	}
-	if len(data) == 0 {
-		return
-	}
-	t.iovs = append(t.iovs, data)
-	if pad > 0 {
-		t.iovs = append(t.iovs, t.zero[:pad])
-	}
-	if t.dataDigest.Load() {
-		h := t.hdrs[len(t.hdrs) : len(t.hdrs)+iscsi.DigestLen]
-		iscsi.PutDigest(h, iscsi.DigestUpdate(iscsi.Digest(data), t.zero[:pad]))
-		t.hdrs = t.hdrs[:len(t.hdrs)+iscsi.DigestLen]
-		t.iovs = append(t.iovs, h)
-	}
-}
-
-// headers makes room in t.hdrs for k PDU headers with digests, emptied.
-func (t *tcpTransport) headers(k int) {
-	if need := k * (iscsi.BHSLen + 2*iscsi.DigestLen); cap(t.hdrs) < need+2*iscsi.DigestLen {
-		t.hdrs = make([]byte, 0, need+2*iscsi.DigestLen)
-	}
-	t.hdrs = t.hdrs[:0]
-}
-
-// write sends t.iovs with writev. A write that blocks for the NOP timeout
-// fails: the deadline moves on at most once a second while writes
+// write flushes the Writer's batch. A write that blocks for the NOP
+// timeout fails: the deadline moves on at most once a second while writes
 // progress.
 func (t *tcpTransport) write() error {
 	if now := time.Now(); now.Sub(t.extendedAt) > time.Second {
 		t.extendedAt = now
 		t.nc.SetWriteDeadline(now.Add(t.c.srv.cfg.NopTimeout))
 	}
-	t.iov = t.iovs
-	_, err := t.iov.WriteTo(t.nc)
-	if err != nil {
+	if err := t.w.Flush(); err != nil {
 		return fmt.Errorf("target: writing to the initiator: %w", err)
 	}
 	return nil
@@ -480,10 +407,8 @@ func (t *tcpTransport) solicit(ti int32) error {
 	t.mu.Lock()
 	x.active, x.ttt, x.burst, x.got, x.dataSN = true, ttt, b, 0, 0
 	t.mu.Unlock()
-	t.headers(1)
-	h := t.hdrs[:iscsi.BHSLen]
-	t.hdrs = t.hdrs[:iscsi.BHSLen]
-	r, _ := iscsi.NewR2T(h)
+	t.w.Begin(1)
+	r, _ := iscsi.NewR2T(t.w.Header())
 	r.SetLUN(x.lun)
 	r.SetITT(x.itt)
 	r.SetTTT(ttt)
@@ -494,8 +419,7 @@ func (t *tcpTransport) solicit(ti int32) error {
 	x.r2tsn++
 	r.SetBufferOffset(b.off)
 	r.SetDesiredDataTransferLength(b.n)
-	t.iovs = t.iovs[:0]
-	t.appendPDU(h, nil, 0)
+	t.w.Append(r.BHS, nil)
 	return t.write()
 }
 
@@ -511,13 +435,10 @@ func (t *tcpTransport) dataIn(ti int32, src dataRef, n uint32) error {
 	x := &t.xf[ti]
 	seg := int(t.peerMaxSeg)
 	k := (len(data) + seg - 1) / seg
-	t.headers(k)
-	t.iovs = t.iovs[:0]
+	t.w.Begin(k)
 	for i := 0; i < k; i++ {
 		part := data[i*seg : min((i+1)*seg, len(data))]
-		h := t.hdrs[len(t.hdrs) : len(t.hdrs)+iscsi.BHSLen]
-		t.hdrs = t.hdrs[:len(t.hdrs)+iscsi.BHSLen]
-		d, _ := iscsi.NewSCSIDataIn(h)
+		d, _ := iscsi.NewSCSIDataIn(t.w.Header())
 		d.SetFinal(i == k-1)
 		d.SetDataSegmentLength(uint32(len(part)))
 		d.SetLUN(x.lun)
@@ -527,7 +448,7 @@ func (t *tcpTransport) dataIn(ti int32, src dataRef, n uint32) error {
 		d.SetMaxCmdSN(t.c.maxCmdSN())
 		d.SetDataSN(uint32(i))
 		d.SetBufferOffset(uint32(i * seg))
-		t.appendPDU(h, part, (4-len(part)%4)%4)
+		t.w.Append(d.BHS, part)
 	}
 	return t.write()
 }

@@ -1,0 +1,166 @@
+// Package tcpconn is what the iSCSI-over-TCP transports of the target and
+// the initiator share (as iserconn is for iSER): a Writer that gathers PDUs
+// with their padding and CRC32C digests into one writev, and a Reader that
+// takes a stream apart into BHS, data segment, padding and digests (RFC
+// 7143 sections 11.1 and 13.1). Where a data segment goes (a receive
+// buffer, the staging region, the caller's buffer) is the caller's choice:
+// Reader.Header returns the BHS, Reader.Data reads the segment into any
+// slice.
+package tcpconn
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync/atomic"
+
+	"github.com/ddpstore/ddpstore/transport/iscsi"
+)
+
+// Digests says which digests are in force; both ends of a connection
+// switch them on together when the login ends (section 13.1).
+type Digests struct {
+	Header, Data atomic.Bool
+}
+
+// Writer gathers PDUs for one writev. It is not safe for concurrent use.
+type Writer struct {
+	Conn    net.Conn
+	Digests *Digests
+
+	iov   net.Buffers
+	iovs  [][]byte
+	arena []byte // BHSs built in place and digests of the batch
+	zero  [4]byte
+}
+
+// ErrArena is returned by Header when Begin did not make room.
+var ErrArena = errors.New("tcpconn: no room for another header: call Begin with more")
+
+// Begin starts a batch of at most k PDUs whose headers Header builds.
+func (w *Writer) Begin(k int) {
+	if need := (k + 1) * (iscsi.BHSLen + 2*iscsi.DigestLen); cap(w.arena) < need {
+		w.arena = make([]byte, 0, need)
+	}
+	w.arena, w.iovs = w.arena[:0], w.iovs[:0]
+}
+
+// Header returns a zeroed BHS for a PDU of the batch, to fill and Append.
+func (w *Writer) Header() []byte {
+	n := len(w.arena)
+	w.arena = w.arena[:n+iscsi.BHSLen]
+	h := w.arena[n : n+iscsi.BHSLen : n+iscsi.BHSLen]
+	clear(h)
+	return h
+}
+
+// Append adds a PDU: its BHS, whose DataSegmentLength says how much of
+// data is its data segment, padding to a multiple of 4, and the digests in
+// force.
+func (w *Writer) Append(bhs iscsi.BHS, data []byte) {
+	w.iovs = append(w.iovs, bhs[:iscsi.BHSLen])
+	if w.Digests.Header.Load() {
+		w.iovs = append(w.iovs, w.digest(iscsi.Digest(bhs[:iscsi.BHSLen])))
+	}
+	dsl := int(bhs.DataSegmentLength())
+	if dsl == 0 {
+		return
+	}
+	data = data[:dsl]
+	pad := bhs.PaddedDataLength() - dsl
+	w.iovs = append(w.iovs, data)
+	if pad > 0 {
+		w.iovs = append(w.iovs, w.zero[:pad])
+	}
+	if w.Digests.Data.Load() {
+		w.iovs = append(w.iovs, w.digest(iscsi.DigestUpdate(iscsi.Digest(data), w.zero[:pad])))
+	}
+}
+
+func (w *Writer) digest(sum uint32) []byte {
+	n := len(w.arena)
+	w.arena = w.arena[:n+iscsi.DigestLen]
+	d := w.arena[n : n+iscsi.DigestLen]
+	iscsi.PutDigest(d, sum)
+	return d
+}
+
+// Flush writes the batch with writev.
+func (w *Writer) Flush() error {
+	w.iov = w.iovs
+	_, err := w.iov.WriteTo(w.Conn)
+	return err
+}
+
+// Reader takes PDUs off the stream. It is not safe for concurrent use.
+type Reader struct {
+	Conn    net.Conn
+	Digests *Digests
+	// Max is the longest data segment accepted (the MaxRecvDataSegmentLength
+	// this end declared).
+	Max int
+
+	hdr  [iscsi.BHSLen + iscsi.DigestLen]byte
+	tail [3 + iscsi.DigestLen]byte
+	dsl  int
+}
+
+// Header reads the next PDU's BHS (and header digest), checks it, and
+// returns it; valid until the next call. The data segment, of
+// DataSegmentLength octets, must be read next with Data.
+func (r *Reader) Header() (iscsi.BHS, error) {
+	if _, err := io.ReadFull(r.Conn, r.hdr[:iscsi.BHSLen]); err != nil {
+		return nil, err
+	}
+	bhs := iscsi.BHS(r.hdr[:iscsi.BHSLen])
+	// Digests start with the Full Feature Phase: the flag is read after the
+	// BHS, which the peer can only send once it is in force.
+	if r.Digests.Header.Load() {
+		if _, err := io.ReadFull(r.Conn, r.hdr[iscsi.BHSLen:]); err != nil {
+			return nil, err
+		}
+		if iscsi.Digest(bhs) != iscsi.GetDigest(r.hdr[iscsi.BHSLen:]) {
+			return nil, fmt.Errorf("header digest error (%v)", bhs.Opcode())
+		}
+	}
+	if _, err := iscsi.Parse(bhs); err != nil {
+		return nil, err
+	}
+	if n := bhs.TotalAHSLength(); n != 0 {
+		return nil, fmt.Errorf("%v with %d words of AHS", bhs.Opcode(), n)
+	}
+	r.dsl = int(bhs.DataSegmentLength())
+	if r.dsl > r.Max {
+		return nil, fmt.Errorf("%v with a data segment of %d octets, more than the %d declared", bhs.Opcode(), r.dsl, r.Max)
+	}
+	return bhs, nil
+}
+
+// Data reads the data segment of the PDU Header returned into dst (its
+// length, DataSegmentLength), then its padding and data digest, and checks
+// the digest.
+func (r *Reader) Data(dst []byte) error {
+	if len(dst) != r.dsl {
+		return fmt.Errorf("tcpconn: data segment of %d octets read into %d", r.dsl, len(dst))
+	}
+	if r.dsl == 0 {
+		return nil
+	}
+	pad := (4 - r.dsl%4) % 4
+	tl := pad
+	dd := r.Digests.Data.Load()
+	if dd {
+		tl += iscsi.DigestLen
+	}
+	if _, err := io.ReadFull(r.Conn, dst); err != nil {
+		return err
+	}
+	if _, err := io.ReadFull(r.Conn, r.tail[:tl]); err != nil {
+		return err
+	}
+	if dd && iscsi.DigestUpdate(iscsi.Digest(dst), r.tail[:pad]) != iscsi.GetDigest(r.tail[pad:tl]) {
+		return errors.New("data digest error")
+	}
+	return nil
+}

@@ -1,0 +1,174 @@
+package tcpconn
+
+import (
+	"bytes"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/ddpstore/ddpstore/transport/iscsi"
+)
+
+// pair is a loopback TCP connection's two ends.
+func pair(t *testing.T) (net.Conn, net.Conn) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ch := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		ch <- c
+	}()
+	a, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := <-ch
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
+}
+
+func nop(w *Writer, itt uint32, data []byte) {
+	h, _ := iscsi.NewNOPOut(w.Header())
+	h.SetITT(itt)
+	h.SetDataSegmentLength(uint32(len(data)))
+	w.Append(h.BHS, data)
+}
+
+// PDUs of every padding go through one writev and come back apart, with
+// and without digests; the octets on the wire are padded and, with
+// digests, carry RFC 7143's CRC32C after the BHS and after the padded data.
+func TestRoundTrip(t *testing.T) {
+	for _, digests := range []bool{false, true} {
+		a, b := pair(t)
+		var d Digests
+		d.Header.Store(digests)
+		d.Data.Store(digests)
+		w := &Writer{Conn: a, Digests: &d}
+		r := &Reader{Conn: b, Digests: &d, Max: 8192}
+		sizes := []int{0, 1, 3, 4, 5, 8191, 8192}
+		w.Begin(len(sizes))
+		var want [][]byte
+		for i, n := range sizes {
+			data := bytes.Repeat([]byte{byte(i + 1)}, n)
+			want = append(want, data)
+			nop(w, uint32(i), data)
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		for i, n := range sizes {
+			bhs, err := r.Header()
+			if err != nil {
+				t.Fatalf("digests %v, PDU %d: %v", digests, i, err)
+			}
+			if bhs.ITT() != uint32(i) || int(bhs.DataSegmentLength()) != n {
+				t.Fatalf("PDU %d: ITT %d, %d octets", i, bhs.ITT(), bhs.DataSegmentLength())
+			}
+			got := make([]byte, n)
+			if err := r.Data(got); err != nil || !bytes.Equal(got, want[i]) {
+				t.Fatalf("digests %v, PDU %d: data %v, equal %v", digests, i, err, bytes.Equal(got, want[i]))
+			}
+		}
+	}
+}
+
+// The wire form of one PDU, octet by octet.
+func TestWireForm(t *testing.T) {
+	a, b := pair(t)
+	var d Digests
+	d.Header.Store(true)
+	d.Data.Store(true)
+	w := &Writer{Conn: a, Digests: &d}
+	w.Begin(1)
+	nop(w, 7, []byte("abc"))
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	var wire bytes.Buffer
+	wire.ReadFrom(b)
+	got := wire.Bytes()
+	if len(got) != 48+4+4+4 {
+		t.Fatalf("%d octets on the wire, want BHS 48 + digest 4 + data 3 and pad 1 + digest 4", len(got))
+	}
+	var hd, dd [4]byte
+	iscsi.PutDigest(hd[:], iscsi.Digest(got[:48]))
+	iscsi.PutDigest(dd[:], iscsi.Digest([]byte("abc\x00")))
+	if !bytes.Equal(got[48:52], hd[:]) || string(got[52:56]) != "abc\x00" || !bytes.Equal(got[56:60], dd[:]) {
+		t.Fatalf("wire % x", got)
+	}
+}
+
+// Every damage the Reader must see.
+func TestReaderRefuses(t *testing.T) {
+	for _, c := range []struct {
+		name, want string
+		mangle     func(pdu []byte) []byte
+		max        int
+	}{
+		{"header digest", "header digest", func(p []byte) []byte { p[49] ^= 1; return p }, 8192},
+		{"data digest", "data digest", func(p []byte) []byte { p[len(p)-1] ^= 1; return p }, 8192},
+		{"data octet", "data digest", func(p []byte) []byte { p[52] ^= 1; return p }, 8192},
+		{"too long", "more than the 2 declared", func(p []byte) []byte { return p }, 2},
+		{"AHS", "AHS", func(p []byte) []byte {
+			p[4] = 1
+			iscsi.PutDigest(p[48:52], iscsi.Digest(p[:48]))
+			return p
+		}, 8192},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, b := pair(t)
+			var d Digests
+			d.Header.Store(true)
+			d.Data.Store(true)
+			var buf bytes.Buffer
+			w := &Writer{Conn: a, Digests: &d}
+			w.Begin(1)
+			nop(w, 1, []byte("abcd"))
+			for _, v := range w.iovs {
+				buf.Write(v)
+			}
+			a.Write(c.mangle(buf.Bytes()))
+			r := &Reader{Conn: b, Digests: &d, Max: c.max}
+			_, err := r.Header()
+			if err == nil {
+				err = r.Data(make([]byte, 4))
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want an error saying %q", err, c.want)
+			}
+		})
+	}
+}
+
+// Building and writing a batch allocates nothing in steady state.
+func TestWriterAllocatesNothing(t *testing.T) {
+	a, b := pair(t)
+	go func() {
+		buf := make([]byte, 1<<16)
+		for {
+			if _, err := b.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	var d Digests
+	d.Data.Store(true)
+	w := &Writer{Conn: a, Digests: &d}
+	data := make([]byte, 4096)
+	n := testing.AllocsPerRun(100, func() {
+		w.Begin(4)
+		for i := 0; i < 4; i++ {
+			nop(w, uint32(i), data)
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n != 0 {
+		t.Fatalf("%v allocations per batch", n)
+	}
+}
