@@ -12,12 +12,17 @@ import (
 
 	"github.com/ddpstore/ddpstore/transport/iscsi"
 	"github.com/ddpstore/ddpstore/transport/login"
+	"github.com/ddpstore/ddpstore/transport/tcpconn"
 )
 
 // NetworkISCSITCP is the network name Dial takes for iSCSI over plain TCP
 // (RFC 7143, no iSER): for targets without RDMA, such as Linux's LIO or
 // tgtd on their TCP portals, or ddptarget's iscsi-tcp portals.
 const NetworkISCSITCP = "iscsi-tcp"
+
+// tcpRxData is the data segment a receive buffer holds: responses, their
+// sense data and text answers fit; a longer one gets a buffer of its own.
+const tcpRxData = loginData
 
 // tcpRecvData is the MaxRecvDataSegmentLength the initiator declares over
 // TCP: Data-In segments are read straight into the caller's buffer, so
@@ -37,23 +42,23 @@ type tcpTransport struct {
 
 	slots [][]byte // send buffers, from the BHS
 
-	wmu  sync.Mutex // one PDU (or one burst of Data-Outs) on the wire at a time
-	iov  net.Buffers
-	iovs [][]byte
-	hdrs []byte
-	zero [8]byte
+	wmu sync.Mutex // one PDU (or one burst of Data-Outs) on the wire at a time
+	w   tcpconn.Writer
+	r   tcpconn.Reader // the reader goroutine's
 
 	// xf[slot] describes the data buffer of the SCSI command in the
 	// slot, for the reader (under xmu).
 	xmu sync.Mutex
 	xf  []tcpXfer
 
-	hdrDigest, dataDigest atomic.Bool
-	peerMaxSeg            atomic.Uint32 // the target's MaxRecvDataSegmentLength
+	digests    tcpconn.Digests
+	peerMaxSeg atomic.Uint32 // the target's MaxRecvDataSegmentLength
 
 	rx       chan tcpRx
+	bufs     chan []byte // receive buffers for PDUs the loop handles
 	doneMu   sync.Mutex
 	done     []int         // slots written, for the loop to report
+	spare    []int         // the loop's other list (no allocation per I/O)
 	nudge    chan struct{} // done has entries
 	quit     chan struct{}
 	readDone chan struct{}
@@ -89,10 +94,16 @@ func (s *Session) connectTCP(ctx context.Context) (*tcpTransport, error) {
 	n := len(s.tasks)
 	t := &tcpTransport{s: s, nc: nc, xf: make([]tcpXfer, n), rx: make(chan tcpRx, 16),
 		nudge: make(chan struct{}, 1), quit: make(chan struct{}), readDone: make(chan struct{})}
+	t.bufs = make(chan []byte, n+4)
 	for i := 0; i < n; i++ {
 		t.slots = append(t.slots, make([]byte, iscsi.BHSLen+loginData+4))
 	}
+	for i := 0; i < n+4; i++ {
+		t.bufs <- make([]byte, iscsi.BHSLen+tcpRxData)
+	}
 	t.peerMaxSeg.Store(loginData)
+	t.w = tcpconn.Writer{Conn: nc, Digests: &t.digests}
+	t.r = tcpconn.Reader{Conn: nc, Digests: &t.digests, Max: tcpRecvData}
 	go t.read()
 	return t, nil
 }
@@ -107,8 +118,8 @@ func (t *tcpTransport) loginConfig(ic *login.InitiatorConfig) {
 // FirstBurstLength and the target's MaxRecvDataSegmentLength.
 func (t *tcpTransport) negotiated(p login.Params) int {
 	t.peerMaxSeg.Store(p.PeerMaxRecvDataSegmentLength)
-	t.hdrDigest.Store(p.HeaderDigest)
-	t.dataDigest.Store(p.DataDigest)
+	t.digests.Header.Store(p.HeaderDigest)
+	t.digests.Data.Store(p.DataDigest)
 	if !p.ImmediateData {
 		return 0
 	}
@@ -137,9 +148,8 @@ func (t *tcpTransport) postPDU(slot, n int) error {
 		t.xmu.Unlock()
 	}
 	t.wmu.Lock()
-	t.iovs, t.hdrs = t.iovs[:0], t.hdrs[:0]
-	t.room(1)
-	t.appendPDU(bhs, b[iscsi.BHSLen:], 0)
+	t.w.Begin(1)
+	t.w.Append(bhs, b[iscsi.BHSLen:])
 	err := t.write()
 	t.wmu.Unlock()
 	if err != nil {
@@ -155,41 +165,8 @@ func (t *tcpTransport) postPDU(slot, n int) error {
 	return nil
 }
 
-// room makes t.hdrs hold k PDU headers with their digests (wmu held).
-func (t *tcpTransport) room(k int) {
-	if need := k*(iscsi.BHSLen+2*iscsi.DigestLen) + 2*iscsi.DigestLen; cap(t.hdrs) < need {
-		t.hdrs = make([]byte, 0, need)
-	}
-}
-
-// appendPDU queues a PDU's BHS, header digest, data, padding and data
-// digest for write (wmu held; room made).
-func (t *tcpTransport) appendPDU(bhs, data []byte, pad int) {
-	t.iovs = append(t.iovs, bhs)
-	if t.hdrDigest.Load() {
-		h := t.hdrs[len(t.hdrs) : len(t.hdrs)+iscsi.DigestLen]
-		t.hdrs = t.hdrs[:len(t.hdrs)+iscsi.DigestLen]
-		iscsi.PutDigest(h, iscsi.Digest(bhs))
-		t.iovs = append(t.iovs, h)
-	}
-	if len(data) == 0 {
-		return
-	}
-	t.iovs = append(t.iovs, data)
-	if pad > 0 {
-		t.iovs = append(t.iovs, t.zero[:pad])
-	}
-	if t.dataDigest.Load() {
-		h := t.hdrs[len(t.hdrs) : len(t.hdrs)+iscsi.DigestLen]
-		t.hdrs = t.hdrs[:len(t.hdrs)+iscsi.DigestLen]
-		iscsi.PutDigest(h, iscsi.DigestUpdate(iscsi.Digest(data), t.zero[:pad]))
-		t.iovs = append(t.iovs, h)
-	}
-}
-
 func (t *tcpTransport) write() error {
-	t.iov = t.iovs
-	if _, err := t.iov.WriteTo(t.nc); err != nil {
+	if err := t.w.Flush(); err != nil {
 		return fmt.Errorf("initiator: writing to the target: %w", err)
 	}
 	return nil
@@ -208,6 +185,9 @@ func (t *tcpTransport) run(wake <-chan bool, tick <-chan time.Time) error {
 			}
 			b := iscsi.BHS(m.pdu[:iscsi.BHSLen])
 			err = s.received(b, m.pdu[iscsi.BHSLen:])
+			if cap(m.pdu) == iscsi.BHSLen+tcpRxData {
+				t.bufs <- m.pdu // received copies what it keeps
+			}
 		case <-t.nudge:
 		case w := <-wake:
 			if !w {
@@ -217,11 +197,12 @@ func (t *tcpTransport) run(wake <-chan bool, tick <-chan time.Time) error {
 		}
 		t.doneMu.Lock()
 		done := t.done
-		t.done = nil
+		t.done = t.spare[:0]
 		t.doneMu.Unlock()
 		for _, slot := range done {
 			s.sent(slot)
 		}
+		t.spare = done
 		if err == nil {
 			err = s.idle()
 		}
@@ -254,8 +235,6 @@ func (t *tcpTransport) close() error {
 // read parses the stream until it ends.
 func (t *tcpTransport) read() {
 	defer close(t.readDone)
-	var hdr [iscsi.BHSLen + iscsi.DigestLen]byte
-	var tail [8]byte
 	end := func(err error) {
 		if errors.Is(err, net.ErrClosed) {
 			err = io.EOF
@@ -267,61 +246,44 @@ func (t *tcpTransport) read() {
 		}
 	}
 	for {
-		if _, err := io.ReadFull(t.nc, hdr[:iscsi.BHSLen]); err != nil {
+		bhs, err := t.r.Header()
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				err = fmt.Errorf("initiator: PDU from the target: %w", err)
+			}
 			end(err)
 			return
 		}
-		bhs := iscsi.BHS(hdr[:iscsi.BHSLen])
-		// Digests start with the Full Feature Phase, which begins before
-		// the target can send its first PDU in it.
-		if t.hdrDigest.Load() {
-			if _, err := io.ReadFull(t.nc, hdr[iscsi.BHSLen:]); err != nil {
-				end(err)
-				return
-			}
-			if iscsi.Digest(bhs) != iscsi.GetDigest(hdr[iscsi.BHSLen:]) {
-				end(fmt.Errorf("initiator: header digest error (%v)", bhs.Opcode()))
-				return
-			}
-		}
-		if _, err := iscsi.Parse(bhs); err != nil || bhs.TotalAHSLength() != 0 {
-			end(fmt.Errorf("initiator: unparsable PDU from the target (%v, AHS %d words): %v", bhs.Opcode(), bhs.TotalAHSLength(), err))
-			return
-		}
-		dsl := int(bhs.DataSegmentLength())
-		if dsl > tcpRecvData {
-			end(fmt.Errorf("initiator: %v with a data segment of %d octets, more than the %d declared", bhs.Opcode(), dsl, tcpRecvData))
-			return
-		}
-		pad := bhs.PaddedDataLength() - dsl
-		dd := t.dataDigest.Load() && dsl > 0
-		tl := pad
-		if dd {
-			tl += iscsi.DigestLen
-		}
-		var err error
 		switch bhs.Opcode() {
 		case iscsi.OpSCSIDataIn:
-			err = t.dataIn(bhs, dsl, tail[:tl], pad, dd)
+			err = t.dataIn(bhs)
 		case iscsi.OpR2T:
 			err = t.r2t(bhs)
 		default:
 			if bhs.Opcode() == iscsi.OpSCSIResponse {
 				t.retire(bhs.ITT())
 			}
-			pdu := make([]byte, iscsi.BHSLen+dsl+tl)
-			copy(pdu, bhs)
-			if _, err = io.ReadFull(t.nc, pdu[iscsi.BHSLen:]); err == nil && dd {
-				if iscsi.Digest(pdu[iscsi.BHSLen:iscsi.BHSLen+dsl+pad]) != iscsi.GetDigest(pdu[iscsi.BHSLen+dsl+pad:]) {
-					err = fmt.Errorf("initiator: data digest error (%v)", bhs.Opcode())
-				}
-			}
-			if err == nil {
+			dsl := int(bhs.DataSegmentLength())
+			var pdu []byte
+			if dsl <= tcpRxData {
 				select {
-				case t.rx <- tcpRx{pdu: pdu[:iscsi.BHSLen+dsl]}:
+				case pdu = <-t.bufs:
 				case <-t.quit:
 					return
 				}
+			} else {
+				pdu = make([]byte, iscsi.BHSLen+dsl) // a large text or ping answer: rare
+			}
+			pdu = pdu[:iscsi.BHSLen+dsl]
+			copy(pdu, bhs)
+			if err = t.r.Data(pdu[iscsi.BHSLen:]); err != nil {
+				err = fmt.Errorf("initiator: %v (%v)", err, iscsi.BHS(pdu).Opcode())
+				break
+			}
+			select {
+			case t.rx <- tcpRx{pdu: pdu}:
+			case <-t.quit:
+				return
 			}
 		}
 		if err != nil {
@@ -361,26 +323,28 @@ func (t *tcpTransport) retire(itt uint32) {
 // dataIn reads a Data-In's data into its command's buffer. A Data-In
 // with status (S bit) ends the command: the loop gets it as the SCSI
 // Response it stands for (section 11.7.2).
-func (t *tcpTransport) dataIn(bhs iscsi.BHS, dsl int, tail []byte, pad int, dd bool) error {
+func (t *tcpTransport) dataIn(bhs iscsi.BHS) error {
 	d, _ := iscsi.AsSCSIDataIn(bhs)
+	dsl := int(bhs.DataSegmentLength())
 	dst := t.lookup(bhs.ITT(), DataIn, d.BufferOffset(), uint32(dsl))
 	if dst == nil {
 		return fmt.Errorf("initiator: Data-In for ITT %#x (offset %d, %d octets) outside any outstanding read", bhs.ITT(), d.BufferOffset(), dsl)
 	}
-	if _, err := io.ReadFull(t.nc, dst); err != nil {
-		return err
-	}
-	if _, err := io.ReadFull(t.nc, tail); err != nil {
-		return err
-	}
-	if dd && iscsi.DigestUpdate(iscsi.Digest(dst), tail[:pad]) != iscsi.GetDigest(tail[pad:]) {
-		return fmt.Errorf("initiator: data digest error (Data-In, ITT %#x)", bhs.ITT())
+	if err := t.r.Data(dst); err != nil {
+		return fmt.Errorf("initiator: %v (Data-In, ITT %#x)", err, bhs.ITT())
 	}
 	if !d.HasStatus() {
 		return nil
 	}
 	t.retire(bhs.ITT())
-	resp := make([]byte, iscsi.BHSLen)
+	var resp []byte
+	select {
+	case resp = <-t.bufs:
+	case <-t.quit:
+		return nil
+	}
+	resp = resp[:iscsi.BHSLen]
+	clear(resp)
 	r, _ := iscsi.NewSCSIResponse(resp)
 	r.SetFinal(true)
 	r.SetOverflow(d.Overflow())
@@ -414,13 +378,10 @@ func (t *tcpTransport) r2t(bhs iscsi.BHS) error {
 	k := (len(data) + seg - 1) / seg
 	t.wmu.Lock()
 	defer t.wmu.Unlock()
-	t.iovs, t.hdrs = t.iovs[:0], t.hdrs[:0]
-	t.room(k)
+	t.w.Begin(k)
 	for i := 0; i < k; i++ {
 		part := data[i*seg : min((i+1)*seg, len(data))]
-		h := t.hdrs[len(t.hdrs) : len(t.hdrs)+iscsi.BHSLen]
-		t.hdrs = t.hdrs[:len(t.hdrs)+iscsi.BHSLen]
-		o, _ := iscsi.NewSCSIDataOut(h)
+		o, _ := iscsi.NewSCSIDataOut(t.w.Header())
 		o.SetFinal(i == k-1)
 		o.SetDataSegmentLength(uint32(len(part)))
 		o.SetLUN(bhs.LUN())
@@ -429,7 +390,7 @@ func (t *tcpTransport) r2t(bhs iscsi.BHS) error {
 		o.SetExpStatSN(expStat)
 		o.SetDataSN(uint32(i))
 		o.SetBufferOffset(off + uint32(i*seg))
-		t.appendPDU(h, part, (4-len(part)%4)%4)
+		t.w.Append(o.BHS, part)
 	}
 	return t.write()
 }
