@@ -96,6 +96,10 @@ func startTgtd(t *testing.T) *tgtd {
 	}
 	t.Cleanup(func() {
 		d.stop(t)
+		// tgtd leaves its control socket behind.
+		sock := fmt.Sprintf("/var/run/tgtd/socket.%d", d.control)
+		os.Remove(sock)
+		os.Remove(sock + ".lock")
 		if t.Failed() {
 			t.Logf("tgtd log:\n%s", d.logs.String())
 		}
