@@ -53,9 +53,9 @@ func Serve(ctx context.Context, s *initiator.Session, c Config, stdout io.Writer
 		return err
 	}
 	defer slots.Close()
-	luns, err := remote.ReportLUNs(ctx, s)
+	luns, err := remote.DiskLUNs(ctx, s)
 	if err != nil {
-		return fmt.Errorf("REPORT LUNS: %v", err)
+		return err
 	}
 	if luns, err = mount.SelectLUNs(luns, c.LUNs, c.Target); err != nil {
 		return err

@@ -151,9 +151,9 @@ func unmountOnSignal(srv *fuse.Server, dir string) {
 // openDisks opens the LUNs of the target that selected names (all it
 // reports when it names none).
 func openDisks(ctx context.Context, s *initiator.Session, target string, selected []uint16, slots *remote.Slots) ([]*remote.Disk, error) {
-	luns, err := remote.ReportLUNs(ctx, s)
+	luns, err := remote.DiskLUNs(ctx, s)
 	if err != nil {
-		return nil, fmt.Errorf("REPORT LUNS: %w", err)
+		return nil, err
 	}
 	if luns, err = SelectLUNs(luns, selected, target); err != nil {
 		return nil, err

@@ -18,9 +18,9 @@ func Report(ctx context.Context, s *initiator.Session, portal string, w io.Write
 	fmt.Fprintf(w, "target %s at %s: logged in (ISID %012x, TSIH %d)\n", r.TargetName, portal, r.ISID, r.TSIH)
 	fmt.Fprintf(w, "  ImmediateData=%v FirstBurstLength=%d MaxBurstLength=%d TargetRecvDataSegmentLength=%d MaxCmdSN-CmdSN=%d\n",
 		p.ImmediateData, p.FirstBurstLength, p.MaxBurstLength, p.TargetRecvDataSegmentLength, r.MaxCmdSN-r.CmdSN+1)
-	luns, err := ReportLUNs(ctx, s)
+	luns, err := DiskLUNs(ctx, s)
 	if err != nil {
-		return fmt.Errorf("REPORT LUNS: %v", err)
+		return err
 	}
 	for _, n := range luns {
 		blocks, bs, err := ReadCapacity(ctx, s, n)

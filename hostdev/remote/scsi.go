@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 
 	"github.com/ddpstore/ddpstore/transport/initiator"
 	"github.com/ddpstore/ddpstore/transport/scsi"
@@ -33,6 +34,38 @@ func ReportLUNs(ctx context.Context, s *initiator.Session) ([]uint16, error) {
 	}
 	return luns, nil
 }
+
+// DiskLUNs returns the LUNs the target reports that are disks: REPORT LUNS,
+// then a standard INQUIRY of each, keeping those whose peripheral
+// qualifier is 0 (connected) and whose device type is 00h (direct access,
+// SPC-4 6.6.2). Targets such as Linux's tgt report LUN 0 as a controller
+// (type 0Ch) that has no capacity to read.
+func DiskLUNs(ctx context.Context, s *initiator.Session) ([]uint16, error) {
+	luns, err := ReportLUNs(ctx, s)
+	if err != nil {
+		return nil, fmt.Errorf("REPORT LUNS: %w", err)
+	}
+	buf, err := s.Alloc(4096)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Free(buf)
+	disks := luns[:0]
+	for _, n := range luns {
+		cdb := []byte{scsi.Inquiry, 0, 0, 0, 96, 0}
+		if err := Run(ctx, s, &initiator.Command{LUN: n, CDB: cdb, Dir: initiator.DataIn, Data: buf[:96]}); err != nil {
+			return nil, fmt.Errorf("INQUIRY of LUN %d: %w", n, err)
+		}
+		if isDisk(buf[0]) {
+			disks = append(disks, n)
+		}
+	}
+	return disks, nil
+}
+
+// isDisk reads the first octet of standard INQUIRY data: peripheral
+// qualifier 000b and peripheral device type 00h.
+func isDisk(b0 byte) bool { return b0 == 0 }
 
 // ReadCapacity returns a LUN's block count and block size (READ
 // CAPACITY(16), SBC-3 5.16).
