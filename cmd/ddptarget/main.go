@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/ddpstore/ddpstore/config"
+	"github.com/ddpstore/ddpstore/hostdev/mount"
 	log "github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 )
@@ -116,7 +117,7 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
 		return exitFailed
 	}
 	notify := func(state string) {
-		if err := sdNotify(state); err != nil {
+		if err := mount.Notify(state); err != nil {
 			logger.Warnf("ddptarget: sd_notify %q: %v", state, err)
 		}
 	}
