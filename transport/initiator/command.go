@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ddpstore/ddpstore/transport/iscsi"
+	"github.com/ddpstore/ddpstore/transport/scsi"
 )
 
 // Direction is a command's data direction.
@@ -66,15 +67,15 @@ const resetRetries = 3
 // may simply be sent again. Fixed (70h/71h) and descriptor (72h/73h)
 // sense data are both read.
 func ResetUnitAttention(status uint8, sense []byte) bool {
-	const checkCondition, unitAttention, ascReset = 0x02, 0x06, 0x29
-	if status != checkCondition || len(sense) < 3 {
+	if status != scsi.StatusCheckCondition || len(sense) < 3 {
 		return false
 	}
+	const asc = scsi.ASCPowerOnReset >> 8
 	switch sense[0] & 0x7f {
-	case 0x70, 0x71:
-		return len(sense) >= 13 && sense[2]&0xf == unitAttention && sense[12] == ascReset
-	case 0x72, 0x73:
-		return sense[1]&0xf == unitAttention && sense[2] == ascReset
+	case scsi.SenseFixedCurrent, scsi.SenseFixedDeferred:
+		return len(sense) >= 13 && sense[2]&0xf == scsi.SenseUnitAttention && sense[12] == asc
+	case scsi.SenseDescriptorCurrent, scsi.SenseDescriptorDeferred:
+		return sense[1]&0xf == scsi.SenseUnitAttention && sense[2] == asc
 	}
 	return false
 }

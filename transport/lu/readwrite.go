@@ -202,7 +202,7 @@ func (l *LU) sync(cmd *api.SCSICommand, off, n uint64) api.SAMStat {
 // truncate it to the CDB's allocation length.
 func checkCondition(cmd *api.SCSICommand, key byte, asc uint16) api.SAMStat {
 	s := make([]byte, 18)
-	s[0], s[2], s[7] = 0x70, key, 10
+	s[0], s[2], s[7] = scsi.SenseFixedCurrent, key, 10
 	s[12], s[13] = byte(asc>>8), byte(asc)
 	cmd.SenseBuffer = &api.SenseBuffer{Buffer: s, Length: uint32(len(s))}
 	cmd.Result = key

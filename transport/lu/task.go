@@ -206,7 +206,7 @@ func (t *Target) perform(c *api.SCSICommand, ops []gscsi.SCSIDeviceOperation) (s
 // c: the one gotgt chose if it chose MEDIUM ERROR, else WRITE ERROR for a
 // command that changes the medium and UNRECOVERED READ ERROR otherwise.
 func mediumErrorASC(c *api.SCSICommand) uint16 {
-	if s := c.SenseBuffer; s != nil && len(s.Buffer) >= 14 && s.Buffer[0]&0x7f == 0x70 && s.Buffer[2]&0x0f == scsi.SenseMediumError {
+	if s := c.SenseBuffer; s != nil && len(s.Buffer) >= 14 && s.Buffer[0]&0x7f == scsi.SenseFixedCurrent && s.Buffer[2]&0x0f == scsi.SenseMediumError {
 		return uint16(s.Buffer[12])<<8 | uint16(s.Buffer[13])
 	}
 	if changesMedium(c.SCB[0]) {
@@ -228,7 +228,7 @@ var illegalOpPC = reflect.ValueOf(api.CommandFunc(gscsi.SPCIllegalOp)).Pointer()
 func (task *Task) setSense(key byte, asc uint16) {
 	s := task.sense[:18]
 	clear(s)
-	s[0], s[2], s[7] = 0x70, key, 10
+	s[0], s[2], s[7] = scsi.SenseFixedCurrent, key, 10
 	s[12], s[13] = byte(asc>>8), byte(asc)
 	task.Status, task.Sense = scsi.StatusCheckCondition, s
 }

@@ -82,11 +82,21 @@ const (
 	StatusTaskSetFull         = 0x28 // TASK SET FULL
 )
 
+// Sense data response codes (SPC-4 4.5.1): fixed format and descriptor
+// format, current and deferred.
+const (
+	SenseFixedCurrent       = 0x70
+	SenseFixedDeferred      = 0x71
+	SenseDescriptorCurrent  = 0x72
+	SenseDescriptorDeferred = 0x73
+)
+
 // Sense keys (SPC-4), in the low four bits of sense data octet 2.
 const (
 	SenseMediumError    = 0x03 // MEDIUM ERROR
 	SenseHardwareError  = 0x04 // HARDWARE ERROR
 	SenseIllegalRequest = 0x05 // ILLEGAL REQUEST
+	SenseUnitAttention  = 0x06 // UNIT ATTENTION
 	SenseDataProtect    = 0x07 // DATA PROTECT
 	SenseMiscompare     = 0x0e // MISCOMPARE
 )
@@ -104,5 +114,6 @@ const (
 	ASCLogicalUnitNotSupported     = 0x2500 // LOGICAL UNIT NOT SUPPORTED
 	ASCInvalidFieldInParameterList = 0x2600 // INVALID FIELD IN PARAMETER LIST
 	ASCWriteProtected              = 0x2700 // WRITE PROTECTED
+	ASCPowerOnReset                = 0x2900 // POWER ON, RESET, OR BUS DEVICE RESET OCCURRED (any ASCQ)
 	ASCInternalTargetFailure       = 0x4400 // INTERNAL TARGET FAILURE
 )

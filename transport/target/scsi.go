@@ -113,7 +113,7 @@ func (c *conn) command(bhs iscsi.BHS, imm []byte) error {
 	return c.advance(ti)
 }
 
-var invalidFieldSense = [18]byte{0: 0x70, 2: scsi.SenseIllegalRequest, 7: 10, 12: scsi.ASCInvalidFieldInCDB >> 8}
+var invalidFieldSense = [18]byte{0: scsi.SenseFixedCurrent, 2: scsi.SenseIllegalRequest, 7: 10, 12: scsi.ASCInvalidFieldInCDB >> 8}
 
 // acceptCmdSN checks a PDU's CmdSN against the window (RFC 7143 section
 // 4.2.2.1): an immediate PDU carries ExpCmdSN and takes no place in it;
