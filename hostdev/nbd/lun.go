@@ -24,9 +24,9 @@ type LUN struct {
 func NewLUN(s *initiator.Session, d *remote.Disk) *LUN { return &LUN{Disk: d, s: s} }
 
 // Limits on one command, within what transport/lu's Block Limits VPD page
-// reports (MAXIMUM UNMAP LBA COUNT 1<<22, MAXIMUM WRITE SAME LENGTH 1<<16).
+// reports (MAXIMUM UNMAP LBA COUNT 1<<20, MAXIMUM WRITE SAME LENGTH 1<<16).
 const (
-	maxUnmapBlocks     = 1 << 22
+	maxUnmapBlocks     = 1 << 20
 	maxWriteSameBlocks = 1 << 16
 )
 
