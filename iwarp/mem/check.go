@@ -1,5 +1,7 @@
 package mem
 
+import "sync/atomic"
+
 // Check validates an access of n bytes at Tagged Offset to through stag, by
 // a stream of Protection Domain pd that needs the rights need, and returns
 // the region's bytes [to, to+n) (length and capacity n). The checks run in
@@ -24,10 +26,20 @@ func (r *Reader) Check(stag STag, pd PD, to, n uint64, need Access) ([]byte, Fau
 	s := &c.regs[idx&chunkMask]
 	for {
 		reg := s.Load()
-		if reg == nil || reg.key != stag.Key() {
+		if reg == nil {
 			return nil, FaultInvalidSTag
 		}
-		if f := reg.admit(pd, need); f != FaultNone {
+		if reg.fast != nil {
+			b, f, again := r.checkFast(s, reg, stag, pd, to, n, need)
+			if again {
+				continue
+			}
+			return b, f
+		}
+		if reg.key != stag.Key() {
+			return nil, FaultInvalidSTag
+		}
+		if f := admit(reg.pd, reg.access, pd, need); f != FaultNone {
 			return nil, f
 		}
 		end := to + n
@@ -45,23 +57,66 @@ func (r *Reader) Check(stag STag, pd PD, to, n uint64, need Access) ([]byte, Fau
 	}
 }
 
+// checkFast is Check of a fast-register region: the checks run on one state
+// word and the window read after it; the hazard is published and the state
+// word read again, and if it changed (an invalidation, a new registration)
+// the whole check is done again (again true). A fault found on a window
+// that changed meanwhile is not reported either: the next look finds the
+// STag invalid or the new window.
+func (r *Reader) checkFast(s *atomic.Pointer[region], reg *region, stag STag, pd PD, to, n uint64, need Access) (_ []byte, _ Fault, again bool) {
+	w := reg.fast.state.Load()
+	if !liveKey(w, stag.Key()) {
+		return nil, FaultInvalidSTag, false
+	}
+	if f := admit(reg.pd, stateAccess(w), pd, need); f != FaultNone {
+		return nil, f, false
+	}
+	base, buf := reg.window()
+	end := to + n
+	var f Fault
+	switch {
+	case end < to:
+		f = FaultTOWrap
+	case to < base || end-base > uint64(len(buf)):
+		f = FaultBaseBounds
+	}
+	if f != FaultNone {
+		return nil, f, reg.fast.state.Load() != w
+	}
+	held := r.n
+	if !r.hold(s, reg) {
+		return nil, FaultNone, true
+	}
+	if reg.fast.state.Load() != w {
+		if r.n > held { // release the slot just taken
+			r.n--
+			r.held[r.n].Store(nil)
+		}
+		return nil, FaultNone, true
+	}
+	lo, hi := to-base, end-base
+	return buf[lo:hi:hi], FaultNone, false
+}
+
 // CheckSTag validates stag for a stream of pd that needs the rights need,
 // without any TO or length: the STag, PD and access checks of Check. It is
 // lock-free, allocates nothing and needs no critical section, since it hands
 // out no memory.
 func (t *Table) CheckSTag(stag STag, pd PD, need Access) Fault {
-	return t.lookup(stag).admit(pd, need)
+	reg, w := t.lookup(stag)
+	if reg == nil {
+		return FaultInvalidSTag
+	}
+	return admit(reg.pd, stateAccess(w), pd, need)
 }
 
-// admit runs the checks that do not depend on the TO; reg may be nil (an
-// invalid STag).
-func (reg *region) admit(pd PD, need Access) Fault {
+// admit runs the checks that do not depend on the TO, of a live
+// registration of PD has with the access rights acc.
+func admit(has PD, acc Access, pd PD, need Access) Fault {
 	switch {
-	case reg == nil:
-		return FaultInvalidSTag
-	case reg.pd != pd:
+	case has != pd:
 		return FaultNotAssociated
-	case reg.access&need != need:
+	case acc&need != need:
 		return FaultAccess
 	}
 	return FaultNone

@@ -25,6 +25,9 @@ func (t *Table) invalidate(stag STag, pd PD, remote bool) Fault {
 	}
 	for {
 		reg := s.Load()
+		if reg != nil && reg.fast != nil {
+			return invalidateFast(reg, stag, pd, remote)
+		}
 		switch {
 		case reg == nil || reg.key != stag.Key():
 			return FaultInvalidSTag
@@ -36,6 +39,27 @@ func (t *Table) invalidate(stag STag, pd PD, remote bool) Fault {
 		// Registrations are unique pointers, so the swap cannot hit a
 		// later registration of the same index (no ABA).
 		if s.CompareAndSwap(reg, nil) {
+			return FaultNone
+		}
+	}
+}
+
+// invalidateFast invalidates a fast-register region: it clears the valid
+// bit of the state word that has stag's key. Every FastRegister changes the
+// generation in the word, so the swap cannot hit a later registration.
+func invalidateFast(reg *region, stag STag, pd PD, remote bool) Fault {
+	f := reg.fast
+	for {
+		w := f.state.Load()
+		switch {
+		case !liveKey(w, stag.Key()):
+			return FaultInvalidSTag
+		case reg.pd != pd:
+			return FaultNotAssociated
+		case remote && stateAccess(w)&RemoteInvalidate == 0:
+			return FaultCannotInvalidate
+		}
+		if f.state.CompareAndSwap(w, w&^frValid) {
 			return FaultNone
 		}
 	}
@@ -78,6 +102,10 @@ func (t *Table) Deregister(ctx context.Context, mrs ...*MR) error {
 	for _, mr := range mrs {
 		if mr.state == draining {
 			mr.state = deregistered
+			if f := mr.reg.fast; f != nil { // the next registration of the index draws another key
+				idx := mr.stag.Index()
+				t.dir[idx>>chunkBits].Load().keys[idx&chunkMask] = uint8(f.state.Load() & frKeyMask)
+			}
 			t.free = append(t.free, mr.stag.Index())
 			t.live--
 			mr.m.release()

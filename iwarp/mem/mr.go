@@ -19,25 +19,47 @@ const (
 	deregistered         // index freed, mapping released
 )
 
-// STag returns the region's STag.
-func (mr *MR) STag() STag { return mr.stag }
+// STag returns the region's STag; for a fast-register MR the STag of its
+// latest FastRegister (valid or not).
+func (mr *MR) STag() STag {
+	if f := mr.reg.fast; f != nil {
+		return MakeSTag(mr.stag.Index(), uint8(f.state.Load()&frKeyMask))
+	}
+	return mr.stag
+}
 
 // PD returns the region's Protection Domain.
 func (mr *MR) PD() PD { return mr.reg.pd }
 
-// Access returns the region's access rights.
-func (mr *MR) Access() Access { return mr.reg.access }
+// Access returns the region's access rights; for a fast-register MR those
+// of its latest FastRegister.
+func (mr *MR) Access() Access { return stateAccess(mr.reg.snapshot()) }
 
 // BaseTO returns the TO of the region's first byte: 0 for a zero-based
-// region, its virtual address for a VA-based one.
-func (mr *MR) BaseTO() uint64 { return mr.reg.base }
+// region, its virtual address for a VA-based one. For a fast-register MR
+// it is the first byte of the latest FastRegister's window.
+func (mr *MR) BaseTO() uint64 {
+	base, _ := mr.reg.window()
+	return base
+}
 
-// Len returns the region's length in bytes.
-func (mr *MR) Len() int { return len(mr.reg.buf) }
+// Len returns the region's length in bytes (a fast-register MR: its
+// window's).
+func (mr *MR) Len() int {
+	_, b := mr.reg.window()
+	return len(b)
+}
 
-// Bytes returns the region's memory for local use by the application. It
-// must not be used after the MR is deregistered and its Mapping closed.
-func (mr *MR) Bytes() []byte { return mr.reg.buf }
+// Bytes returns the region's memory for local use by the application (a
+// fast-register MR: its window's). It must not be used after the MR is
+// deregistered and its Mapping closed.
+func (mr *MR) Bytes() []byte {
+	_, b := mr.reg.window()
+	return b
+}
+
+// Fast reports whether mr is a fast-register MR (RegisterFast).
+func (mr *MR) Fast() bool { return mr.reg.fast != nil }
 
 // Mapping returns the mapping the region lies in.
 func (mr *MR) Mapping() *Mapping { return mr.m }
@@ -46,5 +68,5 @@ func (mr *MR) Mapping() *Mapping { return mr.m }
 // neither invalidated nor deregistered.
 func (mr *MR) Valid() bool {
 	s := mr.t.slot(mr.stag)
-	return s != nil && s.Load() == mr.reg
+	return s != nil && s.Load() == mr.reg && mr.reg.snapshot()&frValid != 0
 }

@@ -35,6 +35,10 @@ type region struct {
 	pd     PD
 	base   uint64 // TO of buf[0]
 	buf    []byte
+	// fast is set for a fast-register MR (RegisterFast): its key, access,
+	// validity and window then live there, in atomics, and key, access
+	// and base above are unused.
+	fast *fastState
 }
 
 // Table maps STags to memory regions; there is one per RNIC. Lookups are
@@ -155,17 +159,22 @@ func (t *Table) slot(stag STag) *atomic.Pointer[region] {
 	return &c.regs[idx&chunkMask]
 }
 
-// lookup returns the live registration that stag names, or nil.
-func (t *Table) lookup(stag STag) *region {
+// lookup returns the live registration that stag names and its state word
+// (snapshot), or nil.
+func (t *Table) lookup(stag STag) (*region, uint64) {
 	s := t.slot(stag)
 	if s == nil {
-		return nil
+		return nil, 0
 	}
 	reg := s.Load()
-	if reg == nil || reg.key != stag.Key() {
-		return nil
+	if reg == nil {
+		return nil, 0
 	}
-	return reg
+	w := reg.snapshot()
+	if !liveKey(w, stag.Key()) {
+		return nil, 0
+	}
+	return reg, w
 }
 
 // Registered returns the number of MRs registered and not yet deregistered
