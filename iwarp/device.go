@@ -56,6 +56,29 @@ func (d *Device) Deregister(ctx context.Context, mrs ...*mem.MR) error {
 // Invalidate invalidates stag locally: it stops working for the peer at once.
 func (d *Device) Invalidate(stag mem.STag, pd mem.PD) mem.Fault { return d.mem.Invalidate(stag, pd) }
 
+// AllocFastReg creates a fast-register MR over length octets at off of m
+// under pd, VA-based, with no valid STag yet: each FastRegister then gives
+// a window of it, with at most the access maxAcc, an STag of the same
+// index and a fresh key (the verbs' Fast-Register, IB_WR_REG_MR).
+func (d *Device) AllocFastReg(pd mem.PD, m *mem.Mapping, off, length int, maxAcc mem.Access) (*mem.MR, error) {
+	return d.mem.RegisterFast(pd, m, off, length, maxAcc, mem.VABased)
+}
+
+// FastRegister makes octets [off, off+n) of the fast-register MR mr (whose
+// STag must be invalid) its region with the access acc and returns its new
+// STag; mr.BaseTO() is the window's first TO. It allocates nothing.
+func (d *Device) FastRegister(mr *mem.MR, off, n int, acc mem.Access) (mem.STag, error) {
+	return d.mem.FastRegister(mr, off, n, acc)
+}
+
+// InvalidateWait invalidates mr's STag locally (if it is still valid) and
+// waits until no QP is placing into or sending from its memory, or ctx is
+// done.
+func (d *Device) InvalidateWait(ctx context.Context, mr *mem.MR) error {
+	d.mem.Invalidate(mr.STag(), mr.PD())
+	return d.mem.Quiesce(ctx, mr)
+}
+
 // Close closes every Listener and QP of the Device.
 func (d *Device) Close() error {
 	d.mu.Lock()
