@@ -111,6 +111,9 @@ func (d *Device) ReadOnly() bool { return d.s.readOnly }
 // Thin implements Store: the device deallocates what Discard punches.
 func (d *Device) Thin() bool { return d.thin && d.s.punch.Load() }
 
+// WriteAt implements Store with pwrite(2) (see mapped.writeAt).
+func (d *Device) WriteAt(p []byte, off int64) error { return d.s.writeAt(p, off) }
+
 // Sync implements Store with msync(MS_SYNC) of the range: the block
 // device's fsync (blkdev_fsync) writes the range's pages back and flushes
 // the device's volatile cache, as fdatasync would, without writing back

@@ -82,8 +82,17 @@ func (f *File) open(size int64) error {
 		return err
 	}
 	s.punch.Store(!s.readOnly && canPunch(s.fd, st.Size))
+	var fs unix.Statfs_t
+	if unix.Fstatfs(s.fd, &fs) == nil && fs.Type == unix.TMPFS_MAGIC {
+		s.copyMax = tmpfsCopyMax
+	}
 	return nil
 }
+
+// tmpfsCopyMax: on tmpfs, writes of up to 3 pages are stored through the
+// mapping. A page already mapped costs nothing; one not yet mapped costs a
+// fault, about 4 small pwrites.
+const tmpfsCopyMax = 3 * 4096
 
 // canPunch finds out whether the file system punches holes by punching one
 // octet inside a hole that is already there, which changes nothing. A file
@@ -112,6 +121,9 @@ func (f *File) ReadOnly() bool { return f.s.readOnly }
 
 // Thin implements Store: true while the file system punches holes.
 func (f *File) Thin() bool { return !f.s.readOnly && f.s.punch.Load() }
+
+// WriteAt implements Store with pwrite(2) (see mapped.writeAt).
+func (f *File) WriteAt(p []byte, off int64) error { return f.s.writeAt(p, off) }
 
 // Sync implements Store with msync(MS_SYNC) of the range, which on Linux
 // is fdatasync limited to it: see mapped.sync.

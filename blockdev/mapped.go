@@ -20,6 +20,9 @@ type mapped struct {
 	data     []byte // m's memory, [0, size)
 	readOnly bool
 	grain    int64 // hole punching granularity: the page size, or a larger logical block
+	// copyMax is the longest write stored through the mapping rather than
+	// with pwrite (see writeAt): 0 but on tmpfs.
+	copyMax int
 
 	// punch: fallocate(PUNCH_HOLE) works here, until it fails with
 	// EOPNOTSUPP (Discard then zeroes through the mapping).
@@ -67,6 +70,54 @@ func (s *mapped) check(op string, off, n int64, write bool) error {
 		return fmt.Errorf("blockdev: %s %s: range [%d, %d) outside its %d octets", op, s.path, off, off+n, s.size())
 	case write && s.readOnly:
 		return fmt.Errorf("blockdev: %s %s: opened read-only", op, s.path)
+	}
+	return nil
+}
+
+// writeAt writes p at off. A first store to a page of a MAP_SHARED
+// mapping is a page fault: a page not yet in this process's page tables, a
+// hole of a sparse file, and, on every file system with writeback and on
+// block devices, a page that writeback has cleaned and write-protected
+// again for dirty tracking. In a virtual machine a fault costs an exit:
+// about 14 µs per 4 KiB page here, 3.4 ms to store 1 MiB into pages not
+// yet mapped, where pwrite(2) takes 125 µs; a small pwrite costs about
+// 3 µs, a store into a mapped page nothing. So writes go with pwrite,
+// which fills the same page cache the mapping shows (reads from it see the
+// data when it returns, msync writes it back, and an I/O error comes back
+// as an error rather than SIGBUS), except writes of at most copyMax
+// octets on tmpfs, whose pages once mapped stay writable (shmem does no
+// dirty tracking).
+func (s *mapped) writeAt(p []byte, off int64) error {
+	if err := s.check("write", off, int64(len(p)), true); err != nil {
+		return err
+	}
+	if len(p) <= s.copyMax {
+		copy(s.data[off:], p)
+		return nil
+	}
+	if s.kind == "file" {
+		// pwrite past the end would grow a file that was cut under the
+		// store, where the mapping answered SIGBUS; a store never grows a
+		// file. One fstat costs far less than the write.
+		var st unix.Stat_t
+		if err := unix.Fstat(s.fd, &st); err != nil {
+			return syscallError("fstat", s.path, err)
+		}
+		if end := off + int64(len(p)); st.Size < end {
+			return fmt.Errorf("blockdev: write %s [%d, %d): the file was cut to %d octets under the store", s.path, off, end, st.Size)
+		}
+	}
+	for len(p) > 0 {
+		n, err := unix.Pwrite(s.fd, p, off)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return fmt.Errorf("blockdev: pwrite %s [%d, %d): %w", s.path, off, off+int64(len(p)), err)
+		case n == 0:
+			return fmt.Errorf("blockdev: pwrite %s [%d, %d): %w", s.path, off, off+int64(len(p)), unix.EIO)
+		}
+		p, off = p[n:], off+int64(n)
 	}
 	return nil
 }

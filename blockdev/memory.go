@@ -42,6 +42,15 @@ func (s *Memory) ReadOnly() bool { return false }
 // Thin implements Store: Discard returns memory to the system.
 func (s *Memory) Thin() bool { return true }
 
+// WriteAt implements Store: a copy into the mapping.
+func (s *Memory) WriteAt(p []byte, off int64) error {
+	if err := checkRange(s, off, int64(len(p))); err != nil {
+		return err
+	}
+	copy(s.m.Bytes()[off:], p)
+	return nil
+}
+
 // Sync implements Store: memory is as durable as it gets.
 func (s *Memory) Sync(off, n int64) error { return checkRange(s, off, n) }
 

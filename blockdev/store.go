@@ -16,8 +16,10 @@ const BlockSize = 512
 // so that read data goes to the wire straight from it (the transport
 // registers the Mapping for local access and RDMA-Writes from it).
 //
-// Writes go through the Mapping too; Sync makes them durable. A Store's
-// methods may be called from several goroutines, but never after Close.
+// Writes go through WriteAt, which a file or block device turns into
+// pwrite(2) on the same page cache the Mapping shows; Sync makes them
+// durable. A Store's methods may be called from several goroutines, but
+// never after Close.
 type Store interface {
 	// Mapping returns the memory holding octets [0, Size).
 	Mapping() *mem.Mapping
@@ -26,6 +28,11 @@ type Store interface {
 	// ReadOnly reports whether writes must be refused. The Mapping of a
 	// read-only store is not writable: a store into it faults.
 	ReadOnly() bool
+	// WriteAt writes p to octets [off, off+len(p)), visible in the
+	// Mapping when it returns. An error is an I/O error of the medium (a
+	// failing disk, a full file system under a sparse file); part of p may
+	// have been written.
+	WriteAt(p []byte, off int64) error
 	// Sync makes the octets [off, off+n) durable.
 	Sync(off, n int64) error
 	// Discard deallocates [off, off+n) where the store can: later reads of

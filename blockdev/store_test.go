@@ -473,3 +473,102 @@ func TestDevice(t *testing.T) {
 		t.Error("Discard on a read-only device succeeded")
 	}
 }
+
+// TestWriteAt: what WriteAt writes is in the mapping when it returns and
+// in the file after Sync; it refuses ranges outside the store, a read-only
+// store, and a file cut under the store (which pwrite would otherwise grow
+// back); the memory store takes the same calls.
+func TestWriteAt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "disk.img")
+	f, err := OpenFile(path, 1<<20, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := NewMemory(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	data := pattern(3*4096+512, 11)
+	for _, s := range []Store{f, m} {
+		if err := s.WriteAt(data, 8192+512); err != nil {
+			t.Fatalf("%T: WriteAt: %v", s, err)
+		}
+		got := s.Mapping().Bytes()
+		if !bytes.Equal(got[8192+512:8192+512+len(data)], data) || !allZero(got[:8192+512]) || !allZero(got[8192+512+len(data):]) {
+			t.Errorf("%T: the mapping does not show exactly what WriteAt wrote", s)
+		}
+		for _, r := range [][2]int64{{-512, 512}, {1<<20 - 512, 1024}, {1 << 20, 1}} {
+			if err := s.WriteAt(make([]byte, r[1]), r[0]); err == nil {
+				t.Errorf("%T: WriteAt(%d octets at %d) outside the store succeeded", s, r[1], r[0])
+			}
+		}
+	}
+	if err := f.Sync(0, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); !bytes.Equal(b[8192+512:8192+512+len(data)], data) {
+		t.Fatal("the file does not hold what WriteAt wrote")
+	}
+	if err := os.Truncate(path, 512<<10); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.WriteAt(data, 600<<10); err == nil || !strings.Contains(err.Error(), "cut to 524288") {
+		t.Errorf("WriteAt past a cut: %v", err)
+	}
+	if st, _ := os.Stat(path); st.Size() != 512<<10 {
+		t.Errorf("WriteAt past a cut grew the file to %d octets", st.Size())
+	}
+	if err := f.WriteAt(data, 4096); err != nil {
+		t.Errorf("WriteAt before the cut: %v", err)
+	}
+	ro, err := OpenFile(path, 0, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if err := ro.WriteAt(data, 0); err == nil || !strings.Contains(err.Error(), "read-only") {
+		t.Errorf("WriteAt on a read-only store: %v", err)
+	}
+}
+
+// TestWriteAtTmpfs: on tmpfs small writes are stored through the mapping
+// and large ones with pwrite; both are what the mapping and the file show.
+func TestWriteAtTmpfs(t *testing.T) {
+	var fs unix.Statfs_t
+	if err := unix.Statfs("/dev/shm", &fs); err != nil || fs.Type != unix.TMPFS_MAGIC {
+		t.Skip("skipped: /dev/shm is not a tmpfs here")
+	}
+	dir, err := os.MkdirTemp("/dev/shm", "blockdev-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "disk.img")
+	f, err := OpenFile(path, 1<<20, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.s.copyMax == 0 {
+		t.Fatal("a file on tmpfs is not written through its mapping")
+	}
+	small, large := pattern(f.s.copyMax, 21), pattern(f.s.copyMax+512, 22)
+	if err := f.WriteAt(small, 4096); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.WriteAt(large, 64<<10); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	m := f.Mapping().Bytes()
+	for _, w := range []struct {
+		off  int
+		data []byte
+	}{{4096, small}, {64 << 10, large}} {
+		if !bytes.Equal(b[w.off:w.off+len(w.data)], w.data) || !bytes.Equal(m[w.off:w.off+len(w.data)], w.data) {
+			t.Errorf("the %d octets written at %d are not in the file and the mapping", len(w.data), w.off)
+		}
+	}
+}

@@ -130,8 +130,10 @@ func (b *backing) Write(p []byte, off int64) error {
 		return err
 	}
 	lba := uint64(off) >> 9
-	b.lu.copyLocked(lba, (uint64(off)+uint64(len(p))+511)>>9-lba, p)
-	return nil
+	set := stripes(lba, (uint64(off)+uint64(len(p))+511)>>9-lba)
+	b.lu.lock.lock(set)
+	defer b.lu.lock.unlock(set)
+	return b.lu.store.WriteAt(p, off)
 }
 
 func (b *backing) DataSync(off, n int64) error {

@@ -154,7 +154,10 @@ func readWrite(_ int, cmd *api.SCSICommand) api.SAMStat {
 			return api.SAMStatGood
 		}
 	}
-	l.copyLocked(lba, uint64(n), out[:tl])
+	if err := l.writeLocked(lba, uint64(n), out[:tl]); err != nil {
+		log.WithField("lu", l.id).Errorf("lu: %v", err)
+		return checkCondition(cmd, scsi.SenseMediumError, scsi.ASCWriteError)
+	}
 	if fua {
 		return l.sync(cmd, off, tl)
 	}
@@ -176,15 +179,14 @@ func prefault(b []byte) {
 	faultSink.Store(uint32(x))
 }
 
-// copyLocked copies p to blocks [lba, lba+n) under the range lock. The
-// deferred unlock also runs when the copy faults (a mapped file truncated
-// under the LU, a full file system under a sparse one), which perform turns
-// into MEDIUM ERROR.
-func (l *LU) copyLocked(lba, n uint64, p []byte) {
+// writeLocked writes p to blocks [lba, lba+n) through the store (pwrite
+// for a file or device: no page fault per page of the mapping) under the
+// range lock. The deferred unlock also runs should the store fault.
+func (l *LU) writeLocked(lba, n uint64, p []byte) error {
 	set := stripes(lba, n)
 	l.lock.lock(set)
 	defer l.lock.unlock(set)
-	copy(l.data[lba<<9:(lba+n)<<9], p)
+	return l.store.WriteAt(p[:min(uint64(len(p)), n<<9)], int64(lba<<9))
 }
 
 // sync makes octets [off, off+n) durable, or fails cmd with MEDIUM ERROR,
