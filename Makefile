@@ -5,6 +5,7 @@
 #   make bench   benchmarks, results in out/bench.txt (BENCHCOUNT=5: ratios of medians)
 #   make compare ddpstore against nbdkit, in process and mounted (root): out/compare.md
 #   make fuzz    every fuzz target for FUZZTIME each (default 60s)
+#   make soak    verified I/O under chaos for DURATION (default 10m), root: out/soak.md
 #   make lint    gofmt, go vet, staticcheck
 
 SHELL       := /bin/bash
@@ -21,10 +22,16 @@ CMDS        := $(notdir $(wildcard cmd/*))
 
 export PATH := $(BIN):$(PATH)
 
+# The soak (integration/soak, docs/operations.md): DURATION of verified I/O
+# while connections are cut, the target restarts and clients come and go.
+DURATION     ?= 10m
+SOAK_TIMEOUT ?= 3h
+SOAK_REPORT  ?= $(OUT)/soak.md
+
 COMPARE_RUNTIME ?= 8s
 COMPARE_RUNS    ?= 3
 
-.PHONY: all build run test check bench compare compare-smoke fuzz lint clean
+.PHONY: all build run test check bench compare compare-smoke fuzz lint soak clean
 
 all: build
 
@@ -45,6 +52,13 @@ test: check
 	$(GO) test -count=1 -run 'Alloc' ./...
 	$(GO) test -race -count=1 -timeout $(TESTTIMEOUT) ./...
 	$(MAKE) --no-print-directory compare-smoke
+	$(MAKE) --no-print-directory soak DURATION=2m SOAK_TIMEOUT=15m SOAK_REPORT=$(OUT)/soak-test.md
+
+# Skipped, saying why, without root or /dev/fuse. The test builds its own
+# programs (without -race; SOAK_RACE=1 for it).
+soak:
+	@mkdir -p $(OUT)
+	SOAK_DURATION=$(DURATION) SOAK_OUT=$(SOAK_REPORT) $(GO) test -count=1 -v -run '^TestSoak$$' -timeout $(SOAK_TIMEOUT) ./integration/soak
 
 bench:
 	@mkdir -p $(OUT)
