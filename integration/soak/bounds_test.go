@@ -18,6 +18,7 @@ type sample struct {
 	FDs        int
 	Threads    int
 	Goroutines int
+	Heap       int64 // go_memstats_heap_inuse_bytes, -1 without metrics (shown, not judged)
 }
 
 // series is the samples of one process over its life: the long-lived

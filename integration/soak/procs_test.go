@@ -103,7 +103,7 @@ func procStatus(pid int) (s sample, ok bool) {
 		return s, false
 	}
 	s.FDs = len(fds)
-	s.Goroutines = -1
+	s.Goroutines, s.Heap = -1, -1
 	return s, true
 }
 

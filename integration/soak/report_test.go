@@ -48,7 +48,7 @@ func (r *rig) report() {
 	row("target restarts (SIGTERM, start)", "%d, longest shutdown %v", r.restarts.Load(), time.Duration(r.longestStop.Load()).Round(time.Millisecond))
 	row("client sessions that came and went", "%d short-lived (%d ok, %d failed at a cut during login, %d failed otherwise), %d canary", r.shortSessions.Load(), r.shortOK.Load(), r.shortCutShort.Load(), r.shortFailed.Load(), r.canarySessions.Load())
 
-	fmt.Fprintf(&b, "\n| process | lives | samples | RSS | anon | VmSize | fds | goroutines | threads | bounds |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	fmt.Fprintf(&b, "\n| process | lives | samples | RSS | anon | VmSize | Go heap in use | fds | goroutines | threads | bounds |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	var violations []string
 	var details []string
 	procs := []string{}
@@ -83,10 +83,11 @@ func (r *rig) report() {
 		if len(byProc[p]) == 1 {
 			verdicts[0] = verdicts[0][strings.Index(verdicts[0], ": ")+2:]
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %s | %s | %s | %s | %s | %s | %s |\n", p, len(byProc[p]), len(all),
+		fmt.Fprintf(&b, "| %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", p, len(byProc[p]), len(all),
 			span(all, func(s sample) float64 { return float64(s.RSS) }, mib),
 			span(all, func(s sample) float64 { return float64(s.Anon) }, mib),
 			span(all, func(s sample) float64 { return float64(s.VM) }, mib),
+			span(all, func(s sample) float64 { return float64(s.Heap) }, mib),
 			span(all, func(s sample) float64 { return float64(s.FDs) }, count),
 			span(all, func(s sample) float64 { return float64(s.Goroutines) }, count),
 			span(all, func(s sample) float64 { return float64(s.Threads) }, count),
@@ -116,8 +117,24 @@ func (r *rig) report() {
 	if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
 		r.t.Errorf("writing %s: %v", out, err)
 	}
-	fmt.Printf("\n%s\n(written to %s)\n", b.String(), out)
+	csv := strings.TrimSuffix(out, ".md") + "-samples.csv"
+	if err := r.writeSamples(csv); err != nil {
+		r.t.Errorf("writing %s: %v", csv, err)
+	}
+	fmt.Printf("\n%s\n(written to %s; every sample in %s)\n", b.String(), out, csv)
 	for _, f := range failures {
 		r.t.Error(f)
 	}
+}
+
+// writeSamples writes every sample as CSV, one line per process and time.
+func (r *rig) writeSamples(path string) error {
+	var b strings.Builder
+	b.WriteString("process,seconds,rss_bytes,anon_bytes,vm_bytes,heap_inuse_bytes,fds,goroutines,threads\n")
+	for _, name := range r.order {
+		for _, x := range r.series[name].Samples {
+			fmt.Fprintf(&b, "%s,%.1f,%d,%d,%d,%d,%d,%d,%d\n", name, x.At.Seconds(), x.RSS, x.Anon, x.VM, x.Heap, x.FDs, x.Goroutines, x.Threads)
+		}
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
 }

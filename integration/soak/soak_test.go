@@ -619,19 +619,20 @@ func restartEvery(d time.Duration) time.Duration {
 }
 
 // chaos cuts connections every 4 to 10 s, runs a canary client after
-// each cut, and restarts the target every restartEvery, until 15 s before
-// the end.
+// each cut, and restarts the target every restartEvery (the last one at
+// least 30 s before the end), until 15 s before the end.
 func (r *rig) chaos() {
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
 	every := restartEvery(r.dur)
 	nextRestart := r.start.Add(every)
+	lastRestart := r.end().Add(-30 * time.Second)
 	stop := r.end().Add(-15 * time.Second)
 	for r.sleep(time.Duration(4000+rng.Intn(6000)) * time.Millisecond) {
 		now := time.Now()
 		if now.After(stop) {
 			return
 		}
-		if now.After(nextRestart) && stop.Sub(now) > 20*time.Second {
+		if now.After(nextRestart) && !nextRestart.After(lastRestart) {
 			nextRestart = nextRestart.Add(every)
 			if !r.restart() {
 				return
@@ -821,15 +822,15 @@ func (r *rig) sampler(bs []*longBench) {
 		r.mu.Unlock()
 		if tgt != nil && !restarting {
 			if s, ok := procStatus(tgt.cmd.Process.Pid); ok {
-				if m, err := scrape(r.tMetrics, "go_goroutines"); err == nil {
-					s.Goroutines = int(m["go_goroutines"])
+				if m, err := scrape(r.tMetrics, "go_goroutines", "go_memstats_heap_inuse_bytes"); err == nil {
+					s.Goroutines, s.Heap = int(m["go_goroutines"]), int64(m["go_memstats_heap_inuse_bytes"])
 				}
 				r.add(fmt.Sprintf("ddptarget#%d", tgt.n), at, s)
 			}
 		}
 		if s, ok := procStatus(r.mountPID); ok {
-			if m, err := scrape(r.mMetrics, "go_goroutines", "ddpinitiator_reconnects_total", "ddpinitiator_connection_losses_total"); err == nil {
-				s.Goroutines = int(m["go_goroutines"])
+			if m, err := scrape(r.mMetrics, "go_goroutines", "go_memstats_heap_inuse_bytes", "ddpinitiator_reconnects_total", "ddpinitiator_connection_losses_total"); err == nil {
+				s.Goroutines, s.Heap = int(m["go_goroutines"]), int64(m["go_memstats_heap_inuse_bytes"])
 				r.mu.Lock()
 				r.mountStats = m
 				r.mu.Unlock()
