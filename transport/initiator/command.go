@@ -150,7 +150,7 @@ func (s *Session) Do(ctx context.Context, cmd *Command) error {
 // buildCommand writes task ti's SCSI Command PDU into its send slot, with
 // the transport's description of its buffer, and returns its length.
 // s.mu held.
-func (s *Session) buildCommand(ti int32) int {
+func (s *Session) buildCommand(ti int32) (int, error) {
 	t := &s.tasks[ti]
 	cmd := t.cmd
 	buf := s.tr.sendBuf(int(ti))
@@ -159,7 +159,9 @@ func (s *Session) buildCommand(ti int32) int {
 	if cmd.Dir == DataOut {
 		imm = min(len(cmd.Data), s.maxImm)
 	}
-	s.tr.command(int(ti), cmd.Dir, t.off, edtl, imm)
+	if err := s.tr.command(int(ti), cmd.Dir, t.off, edtl, imm); err != nil {
+		return 0, err
+	}
 	c, _ := iscsi.NewSCSICommand(buf)
 	c.SetFinal(true)
 	c.SetRead(cmd.Dir == DataIn)
@@ -179,7 +181,7 @@ func (s *Session) buildCommand(ti int32) int {
 			n++
 		}
 	}
-	return n
+	return n, nil
 }
 
 // postCommand builds and sends task ti's SCSI command; while the session
@@ -206,7 +208,16 @@ func (s *Session) postCommand(ti int32) error {
 // the command is left to be reissued instead of failing. s.mu held.
 func (s *Session) sendCommandLocked(ti int32) error {
 	t := &s.tasks[ti]
-	n := s.buildCommand(ti)
+	n, err := s.buildCommand(ti)
+	if err != nil {
+		// Not sent: the command ends with err (finish returns it).
+		t.err, t.sent, t.replied = err, true, true
+		select {
+		case t.done <- struct{}{}:
+		default:
+		}
+		return nil
+	}
 	t.cmdSN = s.cmdSN
 	b := iscsi.BHS(s.tr.sendBuf(int(ti))[:iscsi.BHSLen])
 	b.SetImmediate(false)
@@ -260,7 +271,7 @@ func (s *Session) take(ctx context.Context, windowed bool) (int32, error) {
 			s.free = s.free[:len(s.free)-1]
 			t := &s.tasks[ti]
 			t.gen++
-			t.busy, t.sent, t.replied, t.released, t.data = true, false, false, false, nil
+			t.busy, t.sent, t.replied, t.released, t.data, t.err = true, false, false, false, nil, nil
 			if windowed {
 				t.reserved = true
 				s.reserved++
@@ -323,28 +334,87 @@ func (s *Session) wait(ctx context.Context, ti int32) error {
 		return s.finish(ti)
 	case <-ctx.Done():
 	}
-	// Abort the task; its answer (if any) or the abort's ends it.
-	if _, err := s.TaskMgmt(context.Background(), iscsi.TMFAbortTask, t.cmd.LUN, s.itt(ti)); err != nil {
-		<-t.done // the session is gone: the loop fails every task
+	// Abort the task, then ping: the RDMA Reads the target asked for
+	// before answering are served before the ping goes out (Read
+	// Responses go ahead of Sends), so once the ping is answered the
+	// target has all it will get of the buffer.
+	actx, cancel := context.WithTimeout(context.Background(), s.abortTimeout())
+	_, err := s.TaskMgmt(actx, iscsi.TMFAbortTask, t.cmd.LUN, s.itt(ti))
+	if err == nil {
+		err = s.Nop(actx, nil)
+	}
+	cancel()
+	s.mu.Lock()
+	// Neither a late answer nor a reconnection takes the command up again.
+	t.replied, t.reissue = true, false
+	tr, live := s.tr, s.err == nil && !s.recovering
+	s.mu.Unlock()
+	if err != nil && live {
+		// No answer: only dropping the connection makes sure that the
+		// target no longer reaches the buffer.
+		s.log.Warnf("initiator: aborting ITT %#x: %v; dropping the connection", s.itt(ti), err)
+		tr.abort()
 	}
 	select {
 	case <-t.done:
 	default:
 	}
+	s.settle(ti)
 	s.mu.Lock()
 	s.freeLocked(ti)
 	s.mu.Unlock()
 	return ctx.Err()
 }
 
+// abortTimeout bounds the wait for an ABORT TASK's answer.
+func (s *Session) abortTimeout() time.Duration {
+	if s.cfg.NopTimeout > 0 {
+		return s.cfg.NopTimeout
+	}
+	return 15 * time.Second
+}
+
+// settleTimeout bounds how long a finished command waits for the RNIC to
+// stop moving its data: only a target that goes on writing into (or
+// reading from) a command's buffer after answering it, and then stalls,
+// makes the wait longer than a moment.
+const settleTimeout = 2 * time.Second
+
+// settle ends the target's access to task ti's buffer and waits until
+// nothing is moving its data any more, so that the caller has the buffer
+// to itself once Do returns. A target that still holds it after
+// settleTimeout loses the connection; settle returns an error then.
+func (s *Session) settle(ti int32) error {
+	s.mu.Lock()
+	tr := s.tr
+	s.mu.Unlock()
+	err := tr.settle(int(ti), settleTimeout)
+	if err == nil {
+		return nil
+	}
+	s.log.Warnf("initiator: %v; dropping the connection", err)
+	tr.abort()
+	if e := tr.settle(int(ti), settleTimeout); e != nil {
+		s.log.Errorf("initiator: a command's buffer still in use after the connection was dropped: %v", e)
+	}
+	return fmt.Errorf("initiator: the target kept moving data of a command after its end: %w", err)
+}
+
 // finish copies task ti's SCSI Response into its Command and frees it.
 func (s *Session) finish(ti int32) error {
 	t := &s.tasks[ti]
+	serr := s.settle(ti)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.freeLocked(ti)
+	if t.err != nil {
+		return t.err
+	}
 	if s.err != nil && t.resp[0] == 0 && t.data == nil {
 		return s.err
+	}
+	if serr != nil {
+		return serr
 	}
 	b := iscsi.BHS(t.resp[:])
 	switch b.Opcode() {
@@ -359,6 +429,16 @@ func (s *Session) finish(ti int32) error {
 	cmd := t.cmd
 	if r.Response() != iscsi.ResponseCompleted {
 		return fmt.Errorf("initiator: target failure (response %#02x)", r.Response())
+	}
+	// A residual that cannot be (RFC 7143 section 11.4.5) says nothing
+	// true about the data: the command fails rather than complete with it.
+	switch edtl := uint32(len(cmd.Data)); {
+	case r.Underflow() && r.Overflow():
+		return fmt.Errorf("initiator: SCSI Response with both underflow and overflow (residual %d)", r.ResidualCount())
+	case r.Underflow() && r.ResidualCount() > edtl:
+		return fmt.Errorf("initiator: SCSI Response with a residual underflow of %d octets for a command of %d", r.ResidualCount(), edtl)
+	case !r.Underflow() && !r.Overflow() && r.ResidualCount() != 0:
+		return fmt.Errorf("initiator: SCSI Response with a residual count of %d but neither underflow nor overflow", r.ResidualCount())
 	}
 	cmd.Status = r.Status()
 	cmd.Residual, cmd.Underflow, cmd.Overflow = r.ResidualCount(), r.Underflow(), r.Overflow()

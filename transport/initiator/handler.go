@@ -15,6 +15,9 @@ import (
 func (s *Session) received(b iscsi.BHS, data []byte) error {
 	s.lastRx = time.Now()
 	if b.Opcode() == iscsi.OpLoginResp {
+		if s.ffp.Load() {
+			return errors.New("initiator: Login Response in full feature phase")
+		}
 		select {
 		case s.loginCh <- append(append([]byte(nil), b[:iscsi.BHSLen]...), data...):
 			return nil
@@ -56,6 +59,9 @@ func (s *Session) received(b iscsi.BHS, data []byte) error {
 		return nil
 	}
 	t := &s.tasks[ti]
+	if t.cmd != nil {
+		s.tr.release(ti) // the command has its answer: its buffer is closed
+	}
 	copy(t.resp[:], b)
 	switch b.Opcode() {
 	case iscsi.OpSCSIResponse:
@@ -332,6 +338,10 @@ func (s *Session) login(ctx context.Context, tr transport, ended <-chan struct{}
 	// every other one may be waiting to be reissued.
 	slot := int32(len(s.tasks) - 1)
 	out := li.Start(nil)
+	select {
+	case <-s.loginCh: // a stray answer from an earlier connection
+	default:
+	}
 	var err error
 	for {
 		buf := tr.sendBuf(int(slot))

@@ -155,6 +155,7 @@ type task struct {
 	released bool // its requester is done with it
 	reissue  bool // to be sent again on the next connection
 	reserved bool // holds a place in the command window (s.reserved)
+	err      error // the command could not be sent (finish returns it)
 	off      int  // the data buffer's offset in the region
 	lun      iscsi.LUN
 	cmdSN    uint32 // CmdSN it was last sent with (reissue order)
@@ -428,7 +429,7 @@ func (s *Session) relogin() error {
 	defer s.mu.Unlock()
 	var pending []int32
 	for i := range s.tasks {
-		if t := &s.tasks[i]; t.busy && t.reissue {
+		if t := &s.tasks[i]; t.busy && t.reissue && !t.replied {
 			pending = append(pending, int32(i))
 		}
 	}

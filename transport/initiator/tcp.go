@@ -50,6 +50,9 @@ type tcpTransport struct {
 	// slot, for the reader (under xmu).
 	xmu sync.Mutex
 	xf  []tcpXfer
+	// busy is the slot whose buffer the reader is reading Data-In into or
+	// writing Data-Out from, or -1 (under xmu).
+	busy int
 
 	digests    tcpconn.Digests
 	peerMaxSeg atomic.Uint32 // the target's MaxRecvDataSegmentLength
@@ -92,7 +95,7 @@ func (s *Session) connectTCP(ctx context.Context) (*tcpTransport, error) {
 		tc.SetNoDelay(true)
 	}
 	n := len(s.tasks)
-	t := &tcpTransport{s: s, nc: nc, xf: make([]tcpXfer, n), rx: make(chan tcpRx, 16),
+	t := &tcpTransport{s: s, nc: nc, xf: make([]tcpXfer, n), busy: -1, rx: make(chan tcpRx, 16),
 		nudge: make(chan struct{}, 1), quit: make(chan struct{}), readDone: make(chan struct{})}
 	t.bufs = make(chan []byte, n+4)
 	for i := 0; i < n; i++ {
@@ -131,9 +134,51 @@ func (t *tcpTransport) sendBuf(slot int) []byte { return t.slots[slot] }
 // command records the command's buffer for the Data-In and R2Ts that
 // will name its ITT. The ITT is in the BHS the caller is building: it is
 // read when the PDU is posted.
-func (t *tcpTransport) command(slot int, dir Direction, off int, edtl uint32, _ int) {
+func (t *tcpTransport) command(slot int, dir Direction, off int, edtl uint32, _ int) error {
 	t.xmu.Lock()
 	t.xf[slot] = tcpXfer{dir: dir, off: off, n: edtl}
+	t.xmu.Unlock()
+	return nil
+}
+
+// release ends the reader's access to slot's buffer: a later Data-In or
+// R2T for it is a protocol error.
+func (t *tcpTransport) release(slot int) {
+	t.xmu.Lock()
+	t.xf[slot].live = false
+	t.xmu.Unlock()
+}
+
+// settle ends the reader's access to slot's buffer and waits up to d
+// until the reader is not reading Data-In into it or writing Data-Out
+// from it.
+func (t *tcpTransport) settle(slot int, d time.Duration) error {
+	t.xmu.Lock()
+	t.xf[slot].live = false
+	busy := t.busy == slot
+	t.xmu.Unlock()
+	if !busy {
+		return nil
+	}
+	deadline := time.Now().Add(d)
+	for {
+		time.Sleep(100 * time.Microsecond)
+		t.xmu.Lock()
+		busy = t.busy == slot
+		t.xmu.Unlock()
+		if !busy {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("initiator: the connection still moves data of a finished command after %v", d)
+		}
+	}
+}
+
+// done ends the reader's use of the buffer lookup handed out.
+func (t *tcpTransport) unbusy() {
+	t.xmu.Lock()
+	t.busy = -1
 	t.xmu.Unlock()
 }
 
@@ -306,6 +351,7 @@ func (t *tcpTransport) lookup(itt uint32, dir Direction, off, n uint32) []byte {
 	if !x.live || x.itt != itt || x.dir != dir || uint64(off)+uint64(n) > uint64(x.n) {
 		return nil
 	}
+	t.busy = slot // until unbusy: settle waits
 	return t.s.bufs.Bytes()[x.off+int(off) : x.off+int(off)+int(n)]
 }
 
@@ -330,7 +376,9 @@ func (t *tcpTransport) dataIn(bhs iscsi.BHS) error {
 	if dst == nil {
 		return fmt.Errorf("initiator: Data-In for ITT %#x (offset %d, %d octets) outside any outstanding read", bhs.ITT(), d.BufferOffset(), dsl)
 	}
-	if err := t.r.Data(dst); err != nil {
+	err := t.r.Data(dst)
+	t.unbusy()
+	if err != nil {
 		return fmt.Errorf("initiator: %v (Data-In, ITT %#x)", err, bhs.ITT())
 	}
 	if !d.HasStatus() {
@@ -368,6 +416,9 @@ func (t *tcpTransport) r2t(bhs iscsi.BHS) error {
 	r, _ := iscsi.AsR2T(bhs)
 	off, n := r.BufferOffset(), r.DesiredDataTransferLength()
 	data := t.lookup(bhs.ITT(), DataOut, off, n)
+	if data != nil {
+		defer t.unbusy()
+	}
 	if data == nil || n == 0 {
 		return fmt.Errorf("initiator: R2T for ITT %#x asks for %d octets at %d, outside any outstanding write", bhs.ITT(), n, off)
 	}

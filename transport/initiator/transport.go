@@ -31,7 +31,16 @@ type transport interface {
 	// command describes a SCSI command's data buffer, octets [off,
 	// off+edtl) of the session's buffer region, imm of them sent as
 	// immediate data, in slot's next PDU.
-	command(slot int, dir Direction, off int, edtl uint32, imm int)
+	// It fails only when the buffer cannot be described (no resources).
+	command(slot int, dir Direction, off int, edtl uint32, imm int) error
+	// release ends the target's access to slot's buffer when its
+	// command's answer is in (s.mu held, on the loop's goroutine): a
+	// later touch of it is refused (a Terminate, an error).
+	release(slot int)
+	// settle waits, up to d, until nothing is being placed into or sent
+	// from slot's buffer any more, access to it ended; s.mu not held.
+	// After it returns nil the buffer is the caller's.
+	settle(slot int, d time.Duration) error
 	// postPDU sends the n octets of sendBuf(slot) as one PDU; the
 	// transport calls Session.sent(slot) when the buffer is free again.
 	postPDU(slot, n int) error

@@ -187,6 +187,15 @@ type Handler interface {
 	Idle() error
 }
 
+// InvalidateHandler is a Handler that is told, just before PDU, which of
+// its STags the message's Send with Invalidate invalidated (RFC 7145
+// section 7.3.3), so that it can check that it was the STag of the task
+// the PDU answers.
+type InvalidateHandler interface {
+	Handler
+	Invalidated(stag mem.STag)
+}
+
 // ErrStopped is returned by Loop when wake reports a stop request.
 var ErrStopped = errors.New("iserconn: stopped")
 
@@ -213,6 +222,11 @@ func (c *Conn) handle(h Handler, wc *iwarp.WC) error {
 	case kindRecv:
 		if wc.Status != iwarp.StatusSuccess {
 			return c.why(fmt.Errorf("iserconn: receive: %v", wc.Status))
+		}
+		if wc.Invalidated != 0 {
+			if ih, ok := h.(InvalidateHandler); ok {
+				ih.Invalidated(wc.Invalidated)
+			}
 		}
 		off := int(id) * c.recvLen
 		err := h.PDU(c.rxMR.Bytes()[off : off+int(wc.ByteLen)])
