@@ -437,11 +437,12 @@ func (s *Session) finish(ti int32) error {
 		return fmt.Errorf("initiator: SCSI Response with both underflow and overflow (residual %d)", r.ResidualCount())
 	case r.Underflow() && r.ResidualCount() > edtl:
 		return fmt.Errorf("initiator: SCSI Response with a residual underflow of %d octets for a command of %d", r.ResidualCount(), edtl)
-	case !r.Underflow() && !r.Overflow() && r.ResidualCount() != 0:
-		return fmt.Errorf("initiator: SCSI Response with a residual count of %d but neither underflow nor overflow", r.ResidualCount())
 	}
 	cmd.Status = r.Status()
 	cmd.Residual, cmd.Underflow, cmd.Overflow = r.ResidualCount(), r.Underflow(), r.Overflow()
+	if !cmd.Underflow && !cmd.Overflow {
+		cmd.Residual = 0 // the field is reserved then (section 11.4.5.2)
+	}
 	cmd.Sense = cmd.sense[:copy(cmd.sense[:], t.sense[:min(int(b.DataSegmentLength()), len(t.sense))])]
 	if len(cmd.Sense) >= 2 {
 		n := int(binary.BigEndian.Uint16(cmd.Sense))

@@ -75,6 +75,7 @@ type tcpXfer struct {
 	dir  Direction
 	off  int
 	n    uint32
+	got  uint32 // Data-In octets read so far, in order
 	live bool
 }
 
@@ -306,7 +307,11 @@ func (t *tcpTransport) read() {
 			err = t.r2t(bhs)
 		default:
 			if bhs.Opcode() == iscsi.OpSCSIResponse {
-				t.retire(bhs.ITT())
+				r, _ := iscsi.AsSCSIResponse(bhs)
+				if err = t.retire(bhs.ITT(), r.Status(), r.Underflow(), r.Overflow(), r.ResidualCount()); err != nil {
+					end(err)
+					return
+				}
 			}
 			dsl := int(bhs.DataSegmentLength())
 			var pdu []byte
@@ -347,23 +352,47 @@ func (t *tcpTransport) lookup(itt uint32, dir Direction, off, n uint32) []byte {
 	if slot >= len(t.xf) {
 		return nil
 	}
-	x := t.xf[slot]
+	x := &t.xf[slot]
 	if !x.live || x.itt != itt || x.dir != dir || uint64(off)+uint64(n) > uint64(x.n) {
 		return nil
+	}
+	if dir == DataIn {
+		// DataPDUInOrder and DataSequenceInOrder are Yes (we offer Yes
+		// and they are OR keys): each Data-In continues the last one.
+		if off != x.got {
+			return nil
+		}
+		x.got += n
 	}
 	t.busy = slot // until unbusy: settle waits
 	return t.s.bufs.Bytes()[x.off+int(off) : x.off+int(off)+int(n)]
 }
 
 // retire ends the buffer access of the command with this ITT: its answer
-// is in, and no later Data-In or R2T may touch its buffer.
-func (t *tcpTransport) retire(itt uint32) {
+// is in, and no later Data-In or R2T may touch its buffer. A read that
+// completes GOOD must have had exactly the data its residual says: a
+// target that says more than it sent would have the caller take stale
+// octets for data, and loses the connection.
+func (t *tcpTransport) retire(itt uint32, status uint8, under, over bool, residual uint32) error {
 	slot := int(itt & 0xffff)
 	t.xmu.Lock()
-	if slot < len(t.xf) && t.xf[slot].itt == itt {
-		t.xf[slot].live = false
+	defer t.xmu.Unlock()
+	if slot >= len(t.xf) || t.xf[slot].itt != itt || !t.xf[slot].live {
+		return nil // not outstanding: the session ignores the answer
 	}
-	t.xmu.Unlock()
+	x := &t.xf[slot]
+	x.live = false
+	if x.dir != DataIn || status != 0 || under && over || under && residual > x.n {
+		return nil // no data promised, or a residual the session refuses
+	}
+	want := x.n
+	if under {
+		want -= residual
+	}
+	if x.got != want {
+		return fmt.Errorf("initiator: ITT %#x completed GOOD with %d octets of data promised but %d sent", itt, want, x.got)
+	}
+	return nil
 }
 
 // dataIn reads a Data-In's data into its command's buffer. A Data-In
@@ -384,7 +413,9 @@ func (t *tcpTransport) dataIn(bhs iscsi.BHS) error {
 	if !d.HasStatus() {
 		return nil
 	}
-	t.retire(bhs.ITT())
+	if err := t.retire(bhs.ITT(), d.Status(), d.Underflow(), d.Overflow(), d.ResidualCount()); err != nil {
+		return err
+	}
 	var resp []byte
 	select {
 	case resp = <-t.bufs:
