@@ -49,8 +49,8 @@ var bounds = []bound{
 	{Metric: "rss", Ratio: 1.25, Slack: 48 << 20, get: func(s sample) float64 { return float64(s.RSS) }, unit: mib},
 	{Metric: "anon", Ratio: 1.25, Slack: 32 << 20, get: func(s sample) float64 { return float64(s.Anon) }, unit: mib},
 	{Metric: "vm", Ratio: 1.1, Slack: 256 << 20, get: func(s sample) float64 { return float64(s.VM) }, unit: mib},
-	{Metric: "fds", Ratio: 1, Slack: 8, get: func(s sample) float64 { return float64(s.FDs) }, unit: count},
-	{Metric: "goroutines", Ratio: 1.1, Slack: 16, get: func(s sample) float64 { return float64(s.Goroutines) }, unit: count},
+	{Metric: "fds", Ratio: 1, Slack: 4, get: func(s sample) float64 { return float64(s.FDs) }, unit: count},
+	{Metric: "goroutines", Ratio: 1.1, Slack: 12, get: func(s sample) float64 { return float64(s.Goroutines) }, unit: count},
 }
 
 func mib(v float64) string   { return fmt.Sprintf("%.1f MiB", v/(1<<20)) }
