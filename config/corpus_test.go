@@ -422,7 +422,7 @@ func corpus() []corpusCase {
 		{"queuedepth", "queueDepth: 1", "limits", `(did you mean "queue_depth"?)`},
 		{"level", "color: true", "log", `unknown field "color"; the fields of log are level and format`},
 		{"format", "file: /var/log/x", "log", `unknown field "file"`},
-		{"log", "version: 1", "", `unknown field "version"; the fields of a target configuration are portals, targets, discovery_chap, limits, log, metrics and control`},
+		{"log", "version: 1", "", `unknown field "version"; the fields of a target configuration are portals, targets, discovery_chap, limits, log, metrics, control and state`},
 		{"name1", "lun: []", "targets[1]", `unknown field "lun" (did you mean "luns"?)`},
 	}
 	for i, u := range unknown {

@@ -86,6 +86,9 @@ func (t *Target) Marshal() ([]byte, error) {
 	ctl := mapNode(true)
 	add(ctl, "socket", strNode(t.Control.Socket))
 	add(root, "control", ctl)
+	st := mapNode(true)
+	add(st, "dir", strNode(t.State.Dir))
+	add(root, "state", st)
 
 	return encodeDoc(root, "ddptarget", "target")
 }

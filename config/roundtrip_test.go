@@ -82,6 +82,7 @@ func randomTarget(r *rand.Rand) *Target {
 	t.Log = Log{Level: levels[r.IntN(len(levels))], Format: formats[r.IntN(len(formats))]}
 	hosts := []string{"127.0.0.1", "", "[::1]", "localhost", "storage.example.com", "[fe80::1%eth0]", "10.0.0.1"}
 	t.Control = Control{Socket: fmt.Sprintf("/run/t%d/%s.sock", r.IntN(100), randomWord(r))}
+	t.State = State{Dir: fmt.Sprintf("/var/lib/t%d/%s", r.IntN(100), randomWord(r))}
 	if r.IntN(2) == 0 {
 		t.Metrics.Listen = fmt.Sprintf("%s:%d", hosts[r.IntN(len(hosts))], 9000+r.IntN(100)) // below the portals' ports
 	}

@@ -23,6 +23,24 @@ type Target struct {
 	Log           Log
 	Metrics       Metrics // the Prometheus endpoint; off by default
 	Control       Control // the control socket of "ddptarget status"
+	State         State   // where state that outlives the process is kept
+}
+
+// State is where ddptarget keeps what must survive a restart (YAML:
+// dir): the persistent reservations an initiator registered with APTPL,
+// one file per LUN under <dir>/pr/.
+type State struct {
+	Dir string // absolute path of a directory; default DefaultStateDir
+}
+
+// DefaultStateDir is the state directory of a configuration that names
+// none (the FHS place for a daemon's state).
+const DefaultStateDir = "/var/lib/ddpstore"
+
+// PRStateFile is the file that keeps the persistent reservations of LUN
+// lun of target name.
+func (s State) PRStateFile(name string, lun int) string {
+	return filepath.Join(s.Dir, "pr", name, fmt.Sprintf("lun%d.json", lun))
 }
 
 // Metrics is where a program serves Prometheus metrics (YAML: listen).
@@ -227,7 +245,7 @@ func ParseTarget(filename string, data []byte) (*Target, error) {
 }
 
 var (
-	targetFields    = []string{"portals", "targets", "discovery_chap", "limits", "log", "metrics", "control"}
+	targetFields    = []string{"portals", "targets", "discovery_chap", "limits", "log", "metrics", "control", "state"}
 	portalFields    = []string{"listen", "transport", "mpa"}
 	mpaFields       = []string{"revision", "markers", "crc"}
 	targetDefFields = []string{"name", "alias", "luns", "initiators", "chap"}
@@ -237,6 +255,7 @@ var (
 	logFields       = []string{"level", "format"}
 	metricsFields   = []string{"listen"}
 	controlFields   = []string{"socket"}
+	stateFields     = []string{"dir"}
 )
 
 // targetChecks gathers what is checked across the whole file.
@@ -260,7 +279,7 @@ type secretUse struct {
 }
 
 func (d *decoder) target(root *yaml.Node) *Target {
-	t := &Target{Limits: DefaultLimits(), Log: DefaultLog(), Control: DefaultControl()}
+	t := &Target{Limits: DefaultLimits(), Log: DefaultLog(), Control: DefaultControl(), State: State{Dir: DefaultStateDir}}
 	f, ok := d.mapping(root, "", "a target configuration", targetFields)
 	if !ok {
 		return t
@@ -303,6 +322,19 @@ func (d *decoder) target(root *yaml.Node) *Target {
 			if sf, has := cm["socket"]; has {
 				if v, ok := d.socketPath(sf, "control.socket"); ok {
 					t.Control.Socket = v
+				}
+			}
+		}
+	}
+	if sf, ok := f["state"]; ok {
+		if sm, ok := d.mapping(sf.val, "state", "state", stateFields); ok {
+			if df, has := sm["dir"]; has {
+				if v, ok := d.str(df, "state.dir", "an absolute path"); ok {
+					if !filepath.IsAbs(v) {
+						d.errorf(d.resolve(df.val), "state.dir", "%q is relative: write an absolute path, as %s", clip(v), DefaultStateDir)
+					} else {
+						t.State.Dir = filepath.Clean(v)
+					}
 				}
 			}
 		}

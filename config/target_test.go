@@ -51,6 +51,7 @@ func exampleTarget() *Target {
 		Limits:        DefaultLimits(),
 		Log:           Log{Level: "info", Format: "text"},
 		Control:       DefaultControl(),
+		State:         State{Dir: DefaultStateDir},
 	}
 }
 
@@ -110,6 +111,7 @@ targets:
 		Limits:  DefaultLimits(),
 		Log:     Log{Level: "info", Format: "text"},
 		Control: Control{Socket: "/run/ddpstore/ddptarget.sock"},
+		State:   State{Dir: DefaultStateDir},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("defaults:\n got %#v\nwant %#v", got, want)
@@ -150,6 +152,7 @@ func TestDefaultTarget(t *testing.T) {
 		Limits:  DefaultLimits(),
 		Log:     DefaultLog(),
 		Control: DefaultControl(),
+		State:   State{Dir: DefaultStateDir},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("DefaultTarget() = %#v, want %#v", got, want)
@@ -257,6 +260,7 @@ targets:
 limits: {max_sessions: 64, queue_depth: 128, max_logging_in: 16, max_logging_in_per_address: 4, login_timeout: 15s}
 log: {level: info, format: text}
 control: {socket: /run/ddpstore/ddptarget.sock}
+state: {dir: /var/lib/ddpstore}
 `
 	if string(out) != want {
 		t.Errorf("Marshal(DefaultTarget()) =\n%s\nwant\n%s", out, want)
@@ -422,10 +426,10 @@ func TestMessages(t *testing.T) {
 	tests := []struct {
 		name, doc, want string
 	}{
-		{"top-level list", "- a\n- b\n", "bad.yaml:1: expected a mapping (a target configuration: portals, targets, discovery_chap, limits, log, metrics, control), found a list"},
-		{"top-level scalar", "hello\n", `bad.yaml:1: expected a mapping (a target configuration: portals, targets, discovery_chap, limits, log, metrics, control), found the string "hello"`},
+		{"top-level list", "- a\n- b\n", "bad.yaml:1: expected a mapping (a target configuration: portals, targets, discovery_chap, limits, log, metrics, control, state), found a list"},
+		{"top-level scalar", "hello\n", `bad.yaml:1: expected a mapping (a target configuration: portals, targets, discovery_chap, limits, log, metrics, control, state), found the string "hello"`},
 		{"null document", "---\n~\n", "bad.yaml:2: the document is empty"},
-		{"unknown field", "targets: []\nportal: []\n", `bad.yaml:2: unknown field "portal" (did you mean "portals"?); the fields of a target configuration are portals, targets, discovery_chap, limits, log, metrics and control`},
+		{"unknown field", "targets: []\nportal: []\n", `bad.yaml:2: unknown field "portal" (did you mean "portals"?); the fields of a target configuration are portals, targets, discovery_chap, limits, log, metrics, control and state`},
 		{"merge key", "targets:\n  - <<: {name: x}\n", "bad.yaml:2: targets[0]: merge keys (<<) are not supported"},
 		{"tag", "targets:\n  - name: !!binary aGVsbG8=\n", "bad.yaml:2: targets[0].name: the tag !!binary is not supported"},
 		{"tab", "targets:\n\t- name: x\n", "bad.yaml:2: YAML syntax: found character that cannot start any token (a tab indents this line: YAML indents with spaces only)"},
@@ -465,6 +469,9 @@ func TestMessages(t *testing.T) {
 		{"metrics on a portal", "portals: [{listen: '0.0.0.0:3260'}]\ntargets: []\nmetrics: {listen: 127.0.0.1:3260}\n",
 			"bad.yaml:3:19: metrics.listen: 127.0.0.1:3260 is also where portals[0] (0.0.0.0:3260) listens: give the metrics endpoint a port of its own"},
 		{"metrics bad port", "targets: []\nmetrics:\n  listen: localhost\n", "bad.yaml:3: metrics.listen: "},
+		{"state relative", "targets: []\nstate:\n  dir: var/lib/x\n",
+			`bad.yaml:3: state.dir: "var/lib/x" is relative: write an absolute path, as /var/lib/ddpstore`},
+		{"state unknown field", "targets: []\nstate: {path: /x}\n", `bad.yaml:2:9: state: unknown field "path"; the fields of state are dir`},
 		{"control relative", "targets: []\ncontrol:\n  socket: run/ddptarget.sock\n",
 			`bad.yaml:3: control.socket: "run/ddptarget.sock" is relative: write an absolute path, as /run/ddpstore/ddptarget.sock`},
 		{"control directory", "targets: []\ncontrol: {socket: /run/ddpstore/}\n",

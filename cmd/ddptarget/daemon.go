@@ -211,7 +211,7 @@ func (d *daemon) build(cfg *config.Target) ([]target.Export, error) {
 				luns[uint16(l.ID)] = o.lu
 				continue
 			}
-			o, err := d.open(l)
+			o, err := d.open(l, cfg.State.PRStateFile(t.Name, l.ID))
 			if err != nil {
 				return fail(fmt.Errorf("target %s LUN %d: %w", t.Name, l.ID, err))
 			}
@@ -234,7 +234,11 @@ func (d *daemon) build(cfg *config.Target) ([]target.Export, error) {
 	return exports, nil
 }
 
-func (d *daemon) open(l config.LUN) (*openLU, error) {
+// open opens the store of LUN l and its LU. A LUN with a path keeps its
+// persistent reservations (when an initiator asks for it, APTPL) in
+// prState; a memory LUN, whose data does not outlive the process, keeps
+// none.
+func (d *daemon) open(l config.LUN, prState string) (*openLU, error) {
 	var st blockdev.Store
 	var created os.FileInfo
 	var err error
@@ -254,7 +258,10 @@ func (d *daemon) open(l config.LUN) (*openLU, error) {
 	}
 	o := &openLU{def: l, store: st, created: created}
 	d.nextID++
-	if o.lu, err = lu.New(d.nextID, st); err != nil {
+	if o.lu, err = lu.New(d.nextID, st); err == nil && l.Path != "" {
+		err = o.lu.SetPRStateFile(prState)
+	}
+	if err != nil {
 		st.Close()
 		o.removeCreated()
 		return nil, err

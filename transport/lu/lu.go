@@ -24,6 +24,10 @@ type LU struct {
 	// holder is the I_T nexus holding the LU's SPC-2 reservation, nil
 	// when none does (reserve.go).
 	holder atomic.Pointer[Nexus]
+	// pr is the persistent reservation state (pr.go); prActive is set
+	// while it has a registration, so that commands check it only then.
+	pr       prState
+	prActive atomic.Bool
 	// paged: the mapping is of a file or device, whose pages can fail to
 	// come in (a disk read error, a file truncated under the LU).
 	paged bool
@@ -59,10 +63,12 @@ func New(id uint64, store blockdev.Store) (*LU, error) {
 	replace(sbc.SCSIDeviceOps, maintenanceIn, scsi.MaintenanceIn)
 	replace(sbc.SCSIDeviceOps, reserve, scsi.Reserve6, scsi.Reserve10)
 	replace(sbc.SCSIDeviceOps, release, scsi.Release6, scsi.Release10)
-	// gotgt's persistent reservations are broken, and its ORWRITE(16)
-	// writes the data instead of ORing it: both are answered ILLEGAL
+	// gotgt's persistent reservations are broken: ours (pr.go).
+	replace(sbc.SCSIDeviceOps, persistentReserveIn, scsi.PersistentReserveIn)
+	replace(sbc.SCSIDeviceOps, persistentReserveOut, scsi.PersistentReserveOut)
+	// gotgt's ORWRITE(16) writes the data instead of ORing it: ILLEGAL
 	// REQUEST, INVALID COMMAND OPERATION CODE.
-	replace(sbc.SCSIDeviceOps, gscsi.SPCIllegalOp, scsi.PersistentReserveIn, scsi.PersistentReserveOut, scsi.OrWrite16)
+	replace(sbc.SCSIDeviceOps, gscsi.SPCIllegalOp, scsi.OrWrite16)
 	l.ops = sbc.SCSIDeviceOps
 	l.sl = &api.SCSILu{
 		DeviceProtocol: sbc,

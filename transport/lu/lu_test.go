@@ -95,7 +95,7 @@ func TestExecute(t *testing.T) {
 		{"read with RDPROTECT", 0, func() []byte { c := read10(0, 1); c[1] = 0x20; return c }(), nil, 0x05, 0x2400},
 		{"absent LUN", 7, read10(0, 1), nil, 0x05, 0x2500},
 		{"unknown opcode", 0, []byte{0xc7, 0, 0, 0, 0, 0}, nil, 0x05, 0x2000},
-		{"persistent reserve in", 0, []byte{0x5e, 0, 0, 0, 0, 0, 0, 0x10, 0, 0}, nil, 0x05, 0x2000},
+		{"persistent reserve in, unknown service action", 0, []byte{0x5e, 0x1f, 0, 0, 0, 0, 0, 0x10, 0, 0}, nil, 0x05, 0x2400},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

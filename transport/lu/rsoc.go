@@ -29,8 +29,8 @@ func maintenanceIn(host int, cmd *api.SCSICommand) api.SAMStat {
 var serviceActions = map[byte]map[uint16]bool{
 	scsi.ServiceActionIn16:    {scsi.ReadCapacity16: true, scsi.GetLBAStatus: true},
 	scsi.MaintenanceIn:        {scsi.ReportSupportedOperationCodes: true},
-	scsi.PersistentReserveIn:  {},
-	scsi.PersistentReserveOut: {},
+	scsi.PersistentReserveIn:  {0: true, 1: true, 2: true, 3: true},
+	scsi.PersistentReserveOut: {0: true, 1: true, 2: true, 3: true, 4: true, 5: true, 6: true},
 	scsi.MaintenanceOut:       {},
 	scsi.VariableLength:       {},
 }

@@ -35,7 +35,8 @@ func TestReportSupportedOperationCodesOne(t *testing.T) {
 		{"WRITE SAME(10)", rsocCDB(1, byte(api.WRITE_SAME), 0, 64), true, 10},
 		{"READ(12)", rsocCDB(1, byte(api.READ_12), 0, 64), true, 12},
 		{"unassigned opcode 0x02", rsocCDB(1, 0x02, 0, 64), false, 0},
-		{"PERSISTENT RESERVE IN, refused", rsocCDB(2, byte(api.PERSISTENT_RESERVE_IN), 0, 64), false, 0},
+		{"PERSISTENT RESERVE IN, READ KEYS", rsocCDB(2, byte(api.PERSISTENT_RESERVE_IN), 0, 64), true, 10},
+		{"PERSISTENT RESERVE OUT, REGISTER AND MOVE, refused", rsocCDB(2, byte(api.PERSISTENT_RESERVE_OUT), 7, 64), false, 0},
 		{"READ CAPACITY(16)", rsocCDB(2, byte(api.SERVICE_ACTION_IN), uint16(api.SAI_READ_CAPACITY_16), 64), true, 16},
 		{"REPORT SUPPORTED OPERATION CODES", rsocCDB(2, byte(api.MAINT_PROTOCOL_IN), 0x0c, 64), true, 12},
 	}
@@ -146,15 +147,15 @@ func TestReportSupportedOperationCodesAll(t *testing.T) {
 			{int(api.TEST_UNIT_READY), 0}, {int(api.INQUIRY), 0}, {int(api.READ_10), 0}, {int(api.WRITE_16), 0},
 			{int(api.COMPARE_AND_WRITE), 0}, {int(api.WRITE_SAME_16), 0}, {int(api.UNMAP), 0}, {int(api.SYNCHRONIZE_CACHE_16), 0},
 			{int(api.SERVICE_ACTION_IN), int(api.SAI_READ_CAPACITY_16)}, {int(api.SERVICE_ACTION_IN), int(api.SAI_GET_LBA_STATUS)},
-			{int(api.MAINT_PROTOCOL_IN), 0x0c},
+			{int(api.MAINT_PROTOCOL_IN), 0x0c}, {int(api.PERSISTENT_RESERVE_IN), 3}, {int(api.PERSISTENT_RESERVE_OUT), 6},
 		} {
 			if !seen[want] {
 				t.Errorf("RCTD %v: opcode %#x service action %#x not listed", rctd, want[0], want[1])
 			}
 		}
-		for _, absent := range []int{int(api.PERSISTENT_RESERVE_IN), int(api.PERSISTENT_RESERVE_OUT), int(api.ORWRITE_16), 0x02} {
-			if seen[[2]int{absent, 0}] {
-				t.Errorf("opcode %#x listed", absent)
+		for _, absent := range [][2]int{{int(api.ORWRITE_16), 0}, {0x02, 0}, {int(api.PERSISTENT_RESERVE_OUT), 7}} {
+			if seen[absent] {
+				t.Errorf("opcode %#x service action %d listed", absent[0], absent[1])
 			}
 		}
 

@@ -168,34 +168,20 @@ func TestReadCapacity16(t *testing.T) {
 	}
 }
 
-// TestPersistentReservations: gotgt's are broken; the commands are
-// refused cleanly, as is ORWRITE(16), which gotgt implements as a WRITE.
-func TestPersistentReservations(t *testing.T) {
+// TestORWrite16: gotgt implements ORWRITE(16) as a WRITE; it is refused
+// cleanly.
+func TestORWrite16(t *testing.T) {
 	tg, ss := targetOfKinds(t, lbas*512, 0)
-	var cdbs [][]byte
-	for sa := byte(0); sa < 4; sa++ {
-		cdbs = append(cdbs, []byte{byte(api.PERSISTENT_RESERVE_IN), sa, 0, 0, 0, 0, 0, 0x10, 0, 0})
-	}
-	for sa := byte(0); sa < 8; sa++ {
-		cdbs = append(cdbs, []byte{byte(api.PERSISTENT_RESERVE_OUT), sa, 0x01, 0, 0, 0, 0, 0, 24, 0})
-	}
-	cdbs = append(cdbs, cdb16(byte(api.ORWRITE_16), 0, 0, 1))
-	for _, cdb := range cdbs {
-		for _, n := range []uint16{0, 7} { // a LU, and no LU
-			var task Task
-			out := []byte(nil)
-			if cdb[0] != byte(api.PERSISTENT_RESERVE_IN) {
-				out = bytes.Repeat([]byte{0xaa}, 512)
-			}
-			tg.Execute(&task, lun(t, n), cdb, out, make([]byte, 16))
-			want := uint16(ascInvalidOpcode)
-			if n == 7 {
-				want = 0x2500 // LOGICAL UNIT NOT SUPPORTED
-			}
-			k, a := senseKey(task.Sense)
-			if task.Status != api.SAM_STAT_CHECK_CONDITION || k != keyIllegalRequest || a != want || len(task.Sense) < 18 {
-				t.Errorf("opcode %#x service action %d on LUN %d: status %#x sense %x", cdb[0], cdb[1], n, task.Status, task.Sense)
-			}
+	for _, n := range []uint16{0, 7} { // a LU, and no LU
+		var task Task
+		tg.Execute(&task, lun(t, n), cdb16(byte(api.ORWRITE_16), 0, 0, 1), bytes.Repeat([]byte{0xaa}, 512), make([]byte, 16))
+		want := uint16(ascInvalidOpcode)
+		if n == 7 {
+			want = 0x2500 // LOGICAL UNIT NOT SUPPORTED
+		}
+		k, a := senseKey(task.Sense)
+		if task.Status != api.SAM_STAT_CHECK_CONDITION || k != keyIllegalRequest || a != want || len(task.Sense) < 18 {
+			t.Errorf("ORWRITE(16) on LUN %d: status %#x sense %x", n, task.Status, task.Sense)
 		}
 	}
 	if !allOctets(ss[thinLU].Mapping().Bytes(), 0) {

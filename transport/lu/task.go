@@ -35,6 +35,12 @@ type Task struct {
 	// transport/target must set it to its session's Nexus (see Nexus
 	// for the zero value, which is what it sets today).
 	Nexus Nexus
+	// Port is the initiator port the command comes from, as SPC-4 names
+	// it for iSCSI: "InitiatorName,i,0x<ISID in 12 hex digits>" (see
+	// InitiatorPort). Persistent reservations belong to it and outlive
+	// the session. Like Nexus, the caller sets it once per session;
+	// commands with an empty Port are all one initiator port.
+	Port string
 
 	// Status is the SAM status (scsi.Status*).
 	Status byte
@@ -104,6 +110,7 @@ func (t *Target) Execute(task *Task, lun iscsi.LUN, cdb, out, inBuf []byte) {
 	task.nexus = api.ITNexusLuInfo{}
 	c.ITNexusLuInfo = &task.nexus
 	setNexus(&task.itn, task.Nexus)
+	task.itn.Tag = task.Port
 	c.ITNexus = &task.itn
 	lun.Put(c.Lun[:])
 
@@ -127,8 +134,8 @@ func (t *Target) Execute(task *Task, lun iscsi.LUN, cdb, out, inBuf []byte) {
 		c.Device, ops = l.sl, l.ops
 		task.nexus.Lu = l.sl
 		task.nexus.ID = uint64(num)
-		if l.conflicts(task.Nexus, cdb) {
-			// SPC-2 5.5.1: reserved by another I_T nexus.
+		if l.conflicts(task.Nexus, cdb) || l.prConflicts(task.Port, cdb) {
+			// SPC-2 5.5.1, SPC-4 5.13.1: reserved by another I_T nexus.
 			task.Status = scsi.StatusReservationConflict
 			return
 		}

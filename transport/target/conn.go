@@ -63,6 +63,7 @@ type conn struct {
 	res                  login.Result
 	tgt                  *lu.Target // nil in a discovery session
 	nexus                lu.Nexus   // the session's I_T nexus (reservations)
+	port                 string     // its initiator port (persistent reservations)
 	closing              bool       // the last PDU is queued: disconnect when sent
 	closeWhy             error
 	immediate            bool // ImmediateData=Yes
@@ -286,6 +287,7 @@ func (c *conn) login(bhs iscsi.BHS, data []byte) error {
 		ex := c.srv.ex.Load()
 		c.gen = ex.gen
 		c.nexus = lu.Nexus(c.srv.nexus.Add(1))
+		c.port = lu.InitiatorPort(c.res.InitiatorName, c.res.ISID)
 		if err := c.useTarget(ex.targets[c.res.TargetName]); err != nil {
 			return c.drop(err)
 		}

@@ -75,7 +75,7 @@ func (c *conn) command(bhs iscsi.BHS, imm []byte) error {
 	t := &c.tasks[ti]
 	*t = task{state: stExec, windowed: windowed, read: cmd.Read(), write: cmd.Write(),
 		itt: bhs.ITT(), lun: bhs.LUN(), edtl: edtl, exec: t.exec}
-	t.exec.Nexus = c.nexus
+	t.exec.Nexus, t.exec.Port = c.nexus, c.port
 	if c.obs != nil {
 		t.arrived = time.Now()
 	}
