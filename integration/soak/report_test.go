@@ -46,7 +46,8 @@ func (r *rig) report() {
 	ms := r.mountStats
 	row("reconnects", "mount %.0f of %.0f connection losses; long benches %d losses; short clients %d losses", ms["ddpinitiator_reconnects_total"], ms["ddpinitiator_connection_losses_total"], benchLosses, r.shortLosses.Load())
 	row("target restarts (SIGTERM, start)", "%d, longest shutdown %v", r.restarts.Load(), time.Duration(r.longestStop.Load()).Round(time.Millisecond))
-	row("client sessions that came and went", "%d short-lived (%d ok, %d failed at a cut during login, %d failed otherwise), %d canary", r.shortSessions.Load(), r.shortOK.Load(), r.shortCutShort.Load(), r.shortFailed.Load(), r.canarySessions.Load())
+	row("client sessions that came and went", "%d short-lived (%d ok, %d killed mid-run, %d failed at a cut during login, %d failed otherwise), %d canary", r.shortSessions.Load(), r.shortOK.Load(), r.shortKilled.Load(), r.shortCutShort.Load(), r.shortFailed.Load(), r.canarySessions.Load())
+	row("target sessions once only the mount was left", "%d sessions, %d connections (want 1 and 1)", r.endSessions, r.endConnections)
 
 	fmt.Fprintf(&b, "\n| process | lives | samples | RSS | anon | VmSize | Go heap in use | fds | goroutines | threads | bounds |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	var violations []string

@@ -93,10 +93,13 @@ type rig struct {
 	cuts       []time.Duration
 	mountPID   int
 	mountStats map[string]float64
+	// what the target had once only the mount was left
+	endSessions, endConnections int
 
 	// counts
 	fioRuns, fioIOs, fioErrors                                 atomic.Int64
 	shortSessions, shortOK, shortCutShort, shortFailed         atomic.Int64
+	shortKilled                                                atomic.Int64
 	shortIOs, shortVerifyErrors, shortLosses                   atomic.Int64
 	canarySessions, canaryChecks, canaryWrites, canaryMismatch atomic.Int64
 	cutCount, socketsKilled                                    atomic.Int64
@@ -207,6 +210,9 @@ control: {socket: %s}
 		if err := r.canary(false); err != nil {
 			r.fail("final canary check: %v", err)
 		}
+	}
+	if r.ctx.Err() == nil {
+		r.checkSessions()
 	}
 	r.mu.Lock()
 	r.stopping = true
@@ -562,7 +568,16 @@ func (r *rig) shortClients() {
 		cmd := exec.CommandContext(ctx, r.ibin, args...)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
+		// One bench in eight vanishes: SIGKILL in the middle of its I/O,
+		// leaving the target to notice and clean up.
+		kill := kind == "bench" && rng.Intn(8) == 0
+		err := cmd.Start()
+		if err == nil {
+			if kill {
+				time.AfterFunc(time.Duration(300+rng.Intn(1200))*time.Millisecond, func() { cmd.Process.Kill() })
+			}
+			err = cmd.Wait()
+		}
 		cancel()
 		t1 := r.since()
 		r.clients.RUnlock()
@@ -580,6 +595,8 @@ func (r *rig) shortClients() {
 			}
 		}
 		switch {
+		case kill && code == -1:
+			r.shortKilled.Add(1)
 		case code == 0:
 			r.shortOK.Add(1)
 		case code == 3:
@@ -865,6 +882,38 @@ func (r *rig) add(name string, at time.Duration, s sample) {
 	if se := r.series[name]; se != nil {
 		se.Samples = append(se.Samples, s)
 		se.End = at
+	}
+}
+
+// checkSessions: once every client but the mount has gone, the target
+// must soon list one session and count one connection; more is a session
+// it lost track of.
+func (r *rig) checkSessions() {
+	var last string
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		out, err := exec.Command(r.tbin, "status", "--json", "--config", r.cfg).Output()
+		var st struct {
+			Sessions []struct {
+				Initiator, Kind, Peer string
+			} `json:"sessions"`
+		}
+		m, merr := scrape(r.tMetrics, "ddptarget_connections")
+		if err == nil && json.Unmarshal(out, &st) == nil && merr == nil {
+			r.mu.Lock()
+			r.endSessions, r.endConnections = len(st.Sessions), int(m["ddptarget_connections"])
+			r.mu.Unlock()
+			if len(st.Sessions) == 1 && m["ddptarget_connections"] == 1 {
+				return
+			}
+			last = fmt.Sprintf("%d sessions %+v, ddptarget_connections %v", len(st.Sessions), st.Sessions, m["ddptarget_connections"])
+		} else {
+			last = fmt.Sprintf("status: %v %v\n%s", err, merr, out)
+		}
+		if time.Now().After(deadline) {
+			r.fail("20 s after every client but the mount ended, the target still has %s", last)
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
 
