@@ -120,6 +120,10 @@ func attachCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err := loop.Available(); err != nil {
 		return failf(stderr, exitFailed, "ddpinitiator attach: %v", err)
 	}
+	// Before AttachDir makes RUN-DIR/attach: a failed start leaves nothing.
+	if err := mount.CheckFUSE(); err != nil {
+		return failf(stderr, exitFailed, "ddpinitiator attach: %v", err)
+	}
 	target, err := session.TargetName(c.cfg, c.target)
 	if err != nil {
 		return failf(stderr, exitUsage, "ddpinitiator attach: %v", err)

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -126,5 +129,122 @@ func TestMountPointMissing(t *testing.T) {
 	}
 	if _, err := os.Stat(runDir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the failed mounts made %s: %v", runDir, err)
+	}
+}
+
+// runWithDev runs ddpinitiator with args as runInitiator does, but in a
+// mount namespace of its own whose /dev is an empty tmpfs holding
+// /dev/null and the device nodes of nodes ("fuse c 10 229"): the devices
+// the program needs are really missing for it, and the host's /dev is
+// untouched. Needs root (CLONE_NEWNS, mount, mknod).
+func runWithDev(t *testing.T, nodes []string, args ...string) (int, string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("a mount namespace with its own /dev needs root")
+	}
+	script := "mount -t tmpfs -o mode=755 ddp-test-dev /dev || exit 97\nmknod -m 666 /dev/null c 1 3 || exit 97\n"
+	for _, n := range nodes {
+		script += "mknod -m 666 /dev/" + n + " || exit 97\n"
+	}
+	script += `exec "$@"` + "\n"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "/bin/sh", append([]string{"-c", script, "sh", ddpinitiator(t)}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+	cmd.WaitDelay = 5 * time.Second
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Skipf("cannot run in a mount namespace of its own: %v", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("ddpinitiator %v did not fail within 30 s:\n%s", args, stderr.String())
+	}
+	if cmd.ProcessState.ExitCode() == 97 {
+		t.Skipf("cannot make a /dev of its own: %s", stderr.String())
+	}
+	return cmd.ProcessState.ExitCode(), stderr.String()
+}
+
+// noDriver returns a character device major number that no driver has
+// registered (from the local/experimental range 240-254): opening a node
+// with it fails as a /dev/fuse or /dev/loop-control does whose module is
+// not loaded.
+func noDriver(t *testing.T) int {
+	b, err := os.ReadFile("/proc/devices")
+	if err != nil {
+		t.Skip(err)
+	}
+	chars, _, _ := strings.Cut(string(b), "Block devices:")
+	used := map[string]bool{}
+	for _, l := range strings.Split(chars, "\n") {
+		if f := strings.Fields(l); len(f) == 2 {
+			used[f[0]] = true
+		}
+	}
+	for m := 240; m <= 254; m++ {
+		if !used[strconv.Itoa(m)] {
+			return m
+		}
+	}
+	t.Skip("every major of 240-254 has a driver")
+	return 0
+}
+
+// TestNoFUSE: mount (in the foreground and as a daemon) and attach where
+// FUSE cannot be mounted, because /dev/fuse is missing or because its
+// module is not loaded (a node with no driver behind it), fail with one
+// line naming it before they dial, and leave no run directory.
+func TestNoFUSE(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		fuse []string
+		why  string
+	}{
+		{"missing", nil, "open /dev/fuse: no such file or directory"},
+		{"no module", []string{fmt.Sprintf("fuse c %d 229", noDriver(t))}, "open /dev/fuse: no such device or address"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tmp := t.TempDir()
+			runDir := filepath.Join(tmp, "run")
+			nodes := append([]string{"loop-control c 10 237"}, c.fuse...)
+			for _, args := range [][]string{
+				{"mount", "--run-dir", runDir, closedPort(t), tmp},
+				{"mount", "--daemon", "--run-dir", runDir, closedPort(t), tmp},
+			} {
+				code, stderr := runWithDev(t, nodes, args...)
+				wantOneLine(t, code, stderr, exitUsage, "ddpinitiator mount: this kernel has no FUSE: "+c.why+" (is the fuse module loaded?)")
+			}
+			code, stderr := runWithDev(t, nodes, "attach", "--run-dir", runDir, closedPort(t))
+			wantOneLine(t, code, stderr, exitFailed, "ddpinitiator attach: this kernel has no FUSE: "+c.why+" (is the fuse module loaded?)")
+			if _, err := os.Stat(runDir); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the failed starts made %s: %v", runDir, err)
+			}
+		})
+	}
+}
+
+// TestNoLoop: attach where loop devices cannot be made, because
+// /dev/loop-control is missing or its module is not loaded, fails with one
+// line naming it before it mounts or dials, and leaves no run directory.
+func TestNoLoop(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ctl  []string
+		why  string
+	}{
+		{"missing", nil, "open /dev/loop-control: no such file or directory"},
+		{"no module", []string{fmt.Sprintf("loop-control c %d 237", noDriver(t))}, "open /dev/loop-control: no such device or address"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			runDir := filepath.Join(t.TempDir(), "run")
+			code, stderr := runWithDev(t, append([]string{"fuse c 10 229"}, c.ctl...), "attach", "--run-dir", runDir, closedPort(t))
+			wantOneLine(t, code, stderr, exitFailed, "ddpinitiator attach: no loop devices: "+c.why+" (is the loop module loaded?)")
+			if _, err := os.Stat(runDir); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the failed start made %s: %v", runDir, err)
+			}
+		})
 	}
 }

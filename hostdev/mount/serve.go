@@ -55,9 +55,18 @@ func CheckMountpoint(dir string) error {
 	if os.Geteuid() != 0 {
 		return errors.New("mounting needs root (FUSE is mounted directly, without fusermount)")
 	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		return fmt.Errorf("this kernel has no FUSE: %w", err)
+	return CheckFUSE()
+}
+
+// CheckFUSE says why FUSE cannot be mounted here, or nil. It opens the
+// device, as the mount will: a /dev/fuse without the fuse module behind it
+// (a static node, a container's /dev) passes a stat and fails only then.
+func CheckFUSE() error {
+	f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("this kernel has no FUSE: %w (is the fuse module loaded?)", err)
 	}
+	f.Close()
 	return nil
 }
 
