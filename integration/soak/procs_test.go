@@ -107,12 +107,6 @@ func procStatus(pid int) (s sample, ok bool) {
 	return s, true
 }
 
-// alive reports whether pid runs (and is no zombie).
-func alive(pid int) bool {
-	_, ok := procStatus(pid)
-	return ok
-}
-
 var scrapeClient = &http.Client{Timeout: 3 * time.Second}
 
 // scrape fetches addr's /metrics and returns the values of the series

@@ -247,12 +247,6 @@ func (r *rig) fail(format string, a ...any) {
 	r.cancel()
 }
 
-func (r *rig) failed() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.failures) > 0
-}
-
 // sleep waits d or until the soak stops; false when it stopped.
 func (r *rig) sleep(d time.Duration) bool {
 	select {
