@@ -54,6 +54,7 @@ type conn struct {
 	abort            atomic.Bool // QP.Close: cut linger short
 	wg               sync.WaitGroup
 	rxDone, txDone   chan struct{}
+	stats            connStats
 }
 
 // termInfo is a Terminate this end sends.
@@ -89,6 +90,8 @@ func clampRD(v int) int {
 // start runs the engine: a receiver, a sender, and the reaper that flushes
 // the QP when both have ended, closes the socket and then Done.
 func (c *conn) start() {
+	dev := &c.qp.dev.stats
+	dev.attach(&c.stats)
 	c.wg.Add(2)
 	go func() { defer c.wg.Done(); defer close(c.rxDone); c.rxLoop() }()
 	go func() { defer c.wg.Done(); defer close(c.txDone); c.txLoop() }()
@@ -105,6 +108,7 @@ func (c *conn) start() {
 			abortive = true
 		}
 		c.l.close(abortive)
+		dev.retire(&c.stats)
 		close(q.done)
 	}()
 }

@@ -18,6 +18,8 @@ type Device struct {
 	mem     *mem.Table
 	nextQPN atomic.Uint32
 
+	stats devStats // what its streams did (stats.go)
+
 	mu        sync.Mutex
 	qps       map[uint32]*QP
 	listeners map[*Listener]struct{}

@@ -17,6 +17,11 @@ const maxCtlPayload = rdmap.MaxTerminateLen
 // segKind is what the segment being received is.
 type segKind uint8
 
+// rxMessage is the Message a segment kind belongs to, -1 for those not
+// counted (a Terminate, an RTR).
+var rxMessage = [...]Message{segWrite: MsgWrite, segReadResp: MsgReadResponse, segSend: MsgSend,
+	segReadReq: MsgReadRequest, segTerminate: -1, segRTR: -1}
+
 const (
 	segWrite segKind = iota
 	segReadResp
@@ -511,6 +516,12 @@ func (r *rx) end() error {
 	r.gotAny = true
 	r.midMsg = !h.Last()
 	c.markFirstRx()
+	if m := rxMessage[r.kind]; m >= 0 {
+		c.stats.receivedOctets.Add(uint64(r.payload))
+		if h.Last() {
+			c.stats.received[m].Add(1)
+		}
+	}
 	switch r.kind {
 	case segReadResp:
 		o := &c.reads[c.readHead.Load()%uint32(len(c.reads))]
@@ -584,6 +595,7 @@ func (r *rx) peerTerminate(t rdmap.Terminate) {
 			r.q.completeInflight(o.wr, st)
 		}
 	}
+	r.q.dev.stats.terminate(true, e)
 	r.q.fail(&TerminateError{Remote: true, Err: e})
 }
 

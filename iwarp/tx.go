@@ -209,8 +209,11 @@ func (t *tx) workRequest(w *sendWQE, idx int) error {
 		t.q.completeInflight(idx, StatusLocalProtection)
 		return &localFault{w.id, f}
 	}
+	st := &t.c.stats
 	switch w.op {
 	case OpWrite:
+		st.sent[MsgWrite].Add(1)
+		st.sentOctets.Add(uint64(w.length))
 		t.tagged(rdmap.OpWrite, uint32(w.rstag), w.rto, n, w.length)
 		t.done = append(t.done, idx)
 	case OpRead:
@@ -221,10 +224,13 @@ func (t *tx) workRequest(w *sendWQE, idx int) error {
 		tl := c.readTl.Load()
 		c.reads[tl%uint32(len(c.reads))] = outRead{sink: w.sgl[0].STag, sinkTO: w.sgl[0].TO, size: w.length, wr: idx}
 		c.readTl.Store(tl + 1)
+		st.sent[MsgReadRequest].Add(1)
 		t.untagged(rdmap.OpReadRequest, rdmap.QNReadRequest, 0, rr[:])
 	default:
 		op := [...]rdmap.Opcode{OpSend: rdmap.OpSend, OpSendSE: rdmap.OpSendSE,
 			OpSendInv: rdmap.OpSendInvalidate, OpSendSEInv: rdmap.OpSendSEInvalidate}[w.op]
+		st.sent[MsgSend].Add(1)
+		st.sentOctets.Add(uint64(w.length))
 		t.sendMessage(op, uint32(w.inv), n, w.length)
 		t.done = append(t.done, idx)
 	}
@@ -242,6 +248,8 @@ func (t *tx) readResponse(r *inRead) error {
 		}
 		t.pieces[0], n = b, 1
 	}
+	t.c.stats.sent[MsgReadResponse].Add(1)
+	t.c.stats.sentOctets.Add(uint64(r.size))
 	t.tagged(rdmap.OpReadResponse, r.sink, r.sinkTO, n, r.size)
 	return nil
 }
@@ -367,6 +375,7 @@ func (t *tx) sendTerminate() {
 	}
 	t.l.startBatch(false) // an EMSS that cannot be re-read keeps the last one
 	t.iov = t.iov[:0]
+	t.q.dev.stats.terminate(false, ti.err)
 	t.untagged(rdmap.OpTerminate, rdmap.QNTerminate, 0, ti.b)
 	t.l.setWriteDeadline(time.Now().Add(terminateGrace))
 	t.flush() // best effort: the peer may be gone already

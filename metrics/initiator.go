@@ -13,6 +13,9 @@ type Initiator struct {
 	// process's (go_, process_).
 	Registry *prometheus.Registry
 
+	// RNIC exports the counters of the process's RNIC once Set.
+	RNIC *RNIC
+
 	io         ioVecs
 	lost       *prometheus.CounterVec
 	reconnects *prometheus.CounterVec
@@ -32,8 +35,9 @@ func NewInitiator() *Initiator {
 			Help: "Recoveries that logged in again on a new connection and reissued the session's commands, by target.",
 		}, []string{"target"}),
 	}
+	m.RNIC = newRNIC("ddpinitiator")
 	m.io.register(m.Registry)
-	m.Registry.MustRegister(m.lost, m.reconnects)
+	m.Registry.MustRegister(m.lost, m.reconnects, m.RNIC)
 	return m
 }
 

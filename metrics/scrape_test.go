@@ -127,6 +127,10 @@ metric:
 func TestScrapeLiveTarget(t *testing.T) {
 	tm, im := metrics.NewTarget(), metrics.NewInitiator()
 	dev, addr := startTarget(t, tm)
+	// Target and initiator share the one RNIC here: each message is
+	// counted once sent and once received.
+	tm.RNIC.Set(dev.Counters)
+	im.RNIC.Set(dev.Counters)
 	tsrv, err := metrics.Listen("127.0.0.1:0", tm.Registry)
 	if err != nil {
 		t.Fatal(err)
@@ -203,6 +207,11 @@ func TestScrapeLiveTarget(t *testing.T) {
 		{"ddptarget_sessions", []string{"kind", "normal"}, 1},
 		{"ddptarget_connections", nil, 1},
 		{"ddptarget_rejects_total", []string{"reason", "protocol_error"}, 0},
+		// Each READ's data is one RDMA Write; the WRITEs' data went as
+		// immediate data.
+		{"ddptarget_rdma_messages_total", []string{"direction", "sent", "message", "write"}, reads},
+		{"ddptarget_rdma_messages_total", []string{"direction", "received", "message", "write"}, reads},
+		{"ddptarget_rdma_messages_total", []string{"direction", "sent", "message", "read_request"}, 0},
 	} {
 		if got := get(t, fams, c.name, c.labels...); got != c.want {
 			t.Errorf("target: %s%v = %v, want %v", c.name, c.labels, got, c.want)
@@ -210,7 +219,17 @@ func TestScrapeLiveTarget(t *testing.T) {
 	}
 	// The initiator also issued its own commands at login (REPORT LUNS,
 	// READ CAPACITY and such, if any): count only reads, writes, flushes.
+	sends := get(t, fams, "ddptarget_rdma_messages_total", "direction", "sent", "message", "send")
+	if got := get(t, fams, "ddptarget_rdma_messages_total", "direction", "received", "message", "send"); sends < 2*(writes+reads) || got != sends {
+		t.Errorf("target: RDMA Sends sent %v, received %v: want the same, at least a command and a response per I/O", sends, got)
+	}
+	if got := get(t, fams, "ddptarget_rdma_octets_total", "direction", "sent"); got < reads*8*512+writes*16*512 {
+		t.Errorf("target: RDMA octets sent %v, fewer than the data moved", got)
+	}
 	ibody, ifams := scrape(t, isrv.Addr())
+	if got := get(t, ifams, "ddpinitiator_rdma_messages_total", "direction", "sent", "message", "send"); got != sends {
+		t.Errorf("initiator: RDMA Sends %v, want the device's %v", got, sends)
+	}
 	for _, c := range []struct {
 		name   string
 		labels []string

@@ -14,6 +14,9 @@ type Target struct {
 	// process's (go_, process_).
 	Registry *prometheus.Registry
 
+	// RNIC exports the counters of the daemon's RNIC once Set.
+	RNIC *RNIC
+
 	sessions          *prometheus.GaugeVec
 	normal, discovery prometheus.Gauge
 	connections       prometheus.Gauge
@@ -83,7 +86,8 @@ func NewTarget() *Target {
 	}
 	t.normal = t.sessions.WithLabelValues("normal")
 	t.discovery = t.sessions.WithLabelValues("discovery")
-	t.Registry.MustRegister(t.sessions, t.connections, rejects)
+	t.RNIC = newRNIC("ddptarget")
+	t.Registry.MustRegister(t.sessions, t.connections, rejects, t.RNIC)
 	t.io.register(t.Registry)
 	return t
 }

@@ -67,6 +67,7 @@ type openLU struct {
 func start(cfg *config.Target, logger *log.Entry, source string) (*daemon, error) {
 	d := &daemon{log: logger, dev: iwarp.NewDevice(0), failed: make(chan error, 1), luns: map[lunKey]*openLU{},
 		obs: metrics.NewTarget(), cfg: cfg, cfgPath: source, started: time.Now()}
+	d.obs.RNIC.Set(d.dev.Counters)
 	if d.cfgPath == "" {
 		d.cfgPath = "(embedded default)"
 	}
