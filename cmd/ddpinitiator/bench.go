@@ -43,7 +43,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	s, dev, err := c.dial(ctx, portal, target, initiator.Config{QueueDepth: o.IODepth, Buffers: o.Buffers()}, stderr)
 	if err != nil {
-		return failf(stderr, exitFailed, "ddpinitiator: login to %s at %s: %v", target, portal, err)
+		return failf(stderr, exitFailed, "ddpinitiator: %s", loginFailure(target, portal, o.Buffers(), err))
 	}
 	defer dev.Close()
 	defer s.Close()

@@ -25,7 +25,7 @@ func loginCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	s, dev, err := c.dial(ctx, portal, target, initiator.Config{Buffers: 1 << 20, QueueDepth: 8}, stderr)
 	if err != nil {
-		return failf(stderr, exitFailed, "ddpinitiator: login to %s at %s: %v", target, portal, err)
+		return failf(stderr, exitFailed, "ddpinitiator: %s", loginFailure(target, portal, 1<<20, err))
 	}
 	defer dev.Close()
 	defer s.Close()

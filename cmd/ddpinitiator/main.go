@@ -236,6 +236,20 @@ func discover(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return exitOK
 }
 
+// loginFailure is the one line of a login that failed. The session maps
+// its registered buffers before it dials, so when that is what failed (out
+// of memory: a memory limit such as ulimit -v, or more than the machine
+// has) no connection was made, and the line says so and what to change;
+// anything else is the login's own error.
+func loginFailure(target, portal string, buffers int, err error) string {
+	if errors.Is(err, syscall.ENOMEM) {
+		return fmt.Sprintf("out of memory for the registered buffers: %d MiB cannot be mapped (%v); "+
+			"lower the I/O depth or size (bench --iodepth, --bs; queue_depth, mount.max_write) or raise this process's memory limit",
+			(buffers+1<<20-1)>>20, syscall.ENOMEM)
+	}
+	return fmt.Sprintf("login to %s at %s: %v", target, portal, err)
+}
+
 // failf prints a failure, one line, on stderr and returns the exit code.
 func failf(stderr io.Writer, code int, format string, a ...any) int {
 	fmt.Fprintf(stderr, format+"\n", a...)

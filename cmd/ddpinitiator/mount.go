@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -129,7 +130,7 @@ func (c *common) serve(ctx context.Context, cmd, portal, target string, icfg ini
 	c.verbose = true
 	s, dev, err := c.dial(ctx, portal, target, icfg, stderr)
 	if err != nil {
-		return endServing(ready, stderr, cmd, fmt.Errorf("login to %s at %s: %v", target, portal, err))
+		return endServing(ready, stderr, cmd, errors.New(loginFailure(target, portal, icfg.Buffers, err)))
 	}
 	defer dev.Close()
 	defer s.Close()

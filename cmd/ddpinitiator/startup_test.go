@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -246,5 +247,47 @@ func TestNoLoop(t *testing.T) {
 				t.Errorf("the failed start made %s: %v", runDir, err)
 			}
 		})
+	}
+}
+
+// plainBuild builds cmd/name without the race detector, whose shadow
+// memory a process under an address space limit cannot map.
+func plainBuild(t *testing.T, name string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), name)
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/ddpstore/ddpstore/cmd/"+name).CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", name, err, out)
+	}
+	return bin
+}
+
+// TestOutOfMemoryForBuffers: bench's registered buffers (16 GiB for 1024
+// I/Os of 16 MiB) under a 4 GiB address space limit (ulimit -v, in the
+// child only) cannot be mapped: one line says so and what to change, and
+// the target is never dialled, since the buffers are mapped first.
+func TestOutOfMemoryForBuffers(t *testing.T) {
+	bin := plainBuild(t, "ddpinitiator")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", `ulimit -v 4194304 && exec "$@"`, "sh", bin,
+		"bench", "--bs", "16MiB", "--iodepth", "1024", l.Addr().String())
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	err = cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatal(err)
+	}
+	wantOneLine(t, cmd.ProcessState.ExitCode(), stderr.String(), exitFailed,
+		"ddpinitiator: out of memory for the registered buffers: 16384 MiB cannot be mapped (cannot allocate memory); lower the I/O depth or size")
+	l.(*net.TCPListener).SetDeadline(time.Now().Add(100 * time.Millisecond))
+	if c, err := l.Accept(); err == nil {
+		c.Close()
+		t.Error("the initiator connected to the target although it had no buffers")
 	}
 }

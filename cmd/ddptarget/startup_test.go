@@ -270,3 +270,43 @@ targets:
 		}
 	}
 }
+
+// TestStartOutOfMemory: a memory LUN (a store the target registers for
+// RDMA) larger than the process may map, under a 4 GiB address space
+// limit (ulimit -v, in the child only): one line names the LUN and the
+// cause, the portal is not left listening and the file LUN 0 created is
+// removed. The program is built without the race detector, whose shadow
+// memory does not fit under such a limit.
+func TestStartOutOfMemory(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "ddptarget")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/ddpstore/ddpstore/cmd/ddptarget").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	img := filepath.Join(dir, "new.img")
+	addr := freePort(t)
+	cfg := targetConfig(t, dir, addr, "{id: 0, path: "+img+", size: 1MiB}", "{id: 1, memory: 16GiB}")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", `ulimit -v 4194304 && exec "$@"`, "sh", bin, "--config", cfg)
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatal(err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("ddptarget started instead of failing:\n%s", stderr.String())
+	}
+	wantOneLine(t, cmd.ProcessState.ExitCode(), stderr.String(), exitFailed,
+		"target iqn.2026-11.io.ddpstore:t LUN 1: ", "memory store of 17179869184 octets", "cannot allocate memory")
+	if _, err := os.Stat(img); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the store file the failed start created is still there: %v", err)
+	}
+	if l, err := net.Listen("tcp", addr); err != nil {
+		t.Errorf("the portal is still taken: %v", err)
+	} else {
+		l.Close()
+	}
+}
