@@ -359,7 +359,10 @@ func (s *Session) login(ctx context.Context, tr transport, ended <-chan struct{}
 			select {
 			case resp = <-s.loginCh: // the last answer came with the close
 			default:
-				return fmt.Errorf("initiator: connection lost during login: %w", s.errOr(tr.err()))
+				s.mu.Lock()
+				err := s.errOr(tr.err())
+				s.mu.Unlock()
+				return fmt.Errorf("initiator: connection lost during login: %w", err)
 			}
 		case <-ctx.Done():
 			return fmt.Errorf("initiator: login: %w", ctx.Err())
