@@ -32,10 +32,12 @@ type series struct {
 }
 
 // A bound says how far the last quarter of a process's life (after its
-// warm-up) may rise above the first quarter. Both quarters are summed up
-// by their median, which a passing transient (a client logging in, a
-// reconnect's pause) does not move but a leak does: every sample of the
-// last quarter carries it. The limit is first*Ratio + Slack.
+// warm-up) may rise above the first quarter: the last quarter's 25th
+// percentile against the first quarter's 75th, so that neither a
+// transient in the last (a client logging in, registered memory touched
+// for a burst) nor a dip in the first (sessions gone for a reconnect, in
+// a quarter of a few samples) decides; a leak raises every sample of the
+// last quarter. The limit is first*Ratio + Slack.
 type bound struct {
 	Metric string
 	Ratio  float64
@@ -95,9 +97,9 @@ func judge(s *series) verdict {
 		if b.Metric == "goroutines" && first[0].Goroutines < 0 {
 			continue // no metrics endpoint: threads are shown instead
 		}
-		m1, m4 := median(first, b.get), median(last, b.get)
+		m1, m4 := quantile(first, b.get, 0.75), quantile(last, b.get, 0.25)
 		limit := m1*b.Ratio + b.Slack
-		line := fmt.Sprintf("%s: first quarter %s, last %s (limit %s)", b.Metric, b.unit(m1), b.unit(m4), b.unit(limit))
+		line := fmt.Sprintf("%s: first quarter p75 %s, last p25 %s (limit %s)", b.Metric, b.unit(m1), b.unit(m4), b.unit(limit))
 		v.Lines = append(v.Lines, line)
 		if m4 > limit {
 			v.Violations = append(v.Violations, fmt.Sprintf("%s %s", s.Name, line))
@@ -106,17 +108,20 @@ func judge(s *series) verdict {
 	return v
 }
 
-func median(xs []sample, get func(sample) float64) float64 {
+// quantile is the q-quantile of a metric over xs, interpolated between
+// the nearest ranks.
+func quantile(xs []sample, get func(sample) float64, q float64) float64 {
 	vs := make([]float64, len(xs))
 	for i, x := range xs {
 		vs[i] = get(x)
 	}
 	sort.Float64s(vs)
-	n := len(vs)
-	if n%2 == 1 {
-		return vs[n/2]
+	pos := q * float64(len(vs)-1)
+	i := int(pos)
+	if i+1 >= len(vs) {
+		return vs[len(vs)-1]
 	}
-	return (vs[n/2-1] + vs[n/2]) / 2
+	return vs[i] + (pos-float64(i))*(vs[i+1]-vs[i])
 }
 
 // span is the minimum and maximum of a metric over samples, or "-".
@@ -166,6 +171,17 @@ func TestJudge(t *testing.T) {
 	}
 	if v := judge(mk(200, spiky)); len(v.Violations) != 0 {
 		t.Errorf("transients: %v", v.Violations)
+	}
+	dip := func(i int) sample { // sessions gone for a reconnect, early on
+		x := flat(i)
+		if i >= 25 && i < 45 && i%3 == 0 {
+			x.FDs -= 3
+			x.Goroutines -= 15
+		}
+		return x
+	}
+	if v := judge(mk(200, dip)); len(v.Violations) != 0 {
+		t.Errorf("dips in the first quarter: %v", v.Violations)
 	}
 	fdLeak := func(i int) sample { x := flat(i); x.FDs += i / 10; return x }
 	if v := judge(mk(200, fdLeak)); len(v.Violations) != 1 || !strings.Contains(v.Violations[0], "fds") {

@@ -151,6 +151,31 @@ func scrape(addr string, names ...string) (map[string]float64, error) {
 	return got, sc.Err()
 }
 
+// scrapeSeries fetches addr's /metrics and returns every series (with its
+// labels) of the metrics named.
+func scrapeSeries(addr string, names ...string) (map[string]float64, error) {
+	resp, err := scrapeClient.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	got := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		for _, n := range names {
+			if strings.HasPrefix(line, n+"{") || strings.HasPrefix(line, n+" ") {
+				i := strings.LastIndexByte(line, ' ')
+				if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+					got[line[:i]] += v
+				}
+			}
+		}
+	}
+	return got, sc.Err()
+}
+
 // lockedFile is a log that several goroutines append to.
 type lockedFile struct {
 	mu sync.Mutex

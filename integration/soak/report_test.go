@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 )
@@ -21,7 +22,8 @@ func (r *rig) report() {
 
 	var benchIOs, benchVerify, benchLosses int64
 	var benchLines []string
-	for _, name := range []string{"bench-4k", "bench-256k"} {
+	for _, lb := range r.benches {
+		name := lb.name
 		losses := int64(len(grepFile(filepath.Join(r.dir, name+".log"), "connection lost")))
 		benchLosses += losses
 		if res := r.benchResult(name); res != nil {
@@ -45,7 +47,16 @@ func (r *rig) report() {
 	row("connection cuts (ss -K)", "%d, %d sockets killed", r.cutCount.Load(), r.socketsKilled.Load())
 	ms := r.mountStats
 	row("reconnects", "mount %.0f of %.0f connection losses; long benches %d losses; short clients %d losses", ms["ddpinitiator_reconnects_total"], ms["ddpinitiator_connection_losses_total"], benchLosses, r.shortLosses.Load())
-	row("target restarts (SIGTERM, start)", "%d, longest shutdown %v", r.restarts.Load(), time.Duration(r.longestStop.Load()).Round(time.Millisecond))
+	row("target restarts", "%d (%d SIGTERM, longest shutdown %v; %d SIGKILL)", r.restarts.Load(), r.restarts.Load()-r.kills.Load(), time.Duration(r.longestStop.Load()).Round(time.Millisecond), r.kills.Load())
+	var terms []string
+	for k, v := range r.targetErrors {
+		terms = append(terms, fmt.Sprintf("%s %.0f", k, v))
+	}
+	sort.Strings(terms)
+	if len(terms) == 0 {
+		terms = []string{"none"}
+	}
+	row("target's Terminates and Rejects", "%s", strings.Join(terms, "; "))
 	row("client sessions that came and went", "%d short-lived (%d ok, %d killed mid-run, %d failed at a cut during login, %d failed otherwise), %d canary", r.shortSessions.Load(), r.shortOK.Load(), r.shortKilled.Load(), r.shortCutShort.Load(), r.shortFailed.Load(), r.canarySessions.Load())
 	row("target sessions once only the mount was left", "%d sessions, %d connections (want 1 and 1)", r.endSessions, r.endConnections)
 
@@ -94,8 +105,8 @@ func (r *rig) report() {
 			span(all, func(s sample) float64 { return float64(s.Threads) }, count),
 			strings.Join(verdicts, ", "))
 	}
-	fmt.Fprintf(&b, "\nLast quarter against first quarter of each life after its warm-up (medians):\n\n%s\n", strings.Join(details, "\n"))
-	fmt.Fprintf(&b, "\nBounds: last-quarter median at most first-quarter median")
+	fmt.Fprintf(&b, "\nLast quarter against first quarter of each life after its warm-up:\n\n%s\n", strings.Join(details, "\n"))
+	fmt.Fprintf(&b, "\nBounds: the last quarter's 25th percentile at most the first quarter's 75th")
 	for _, bd := range bounds {
 		fmt.Fprintf(&b, "; %s ×%.2f + %s", bd.Metric, bd.Ratio, bd.unit(bd.Slack))
 	}

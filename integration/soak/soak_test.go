@@ -30,8 +30,8 @@ import (
 const (
 	targetName = "iqn.2026-11.io.ddpstore:soak"
 	// LUN 0 (file): the FUSE mount's fio in its first fioSize octets, the
-	// canary slots after canaryBase. LUN 1 and 2 (files): one long bench
-	// each. LUN 3 (memory): the short-lived clients.
+	// canary slots after canaryBase. LUN 1, 2 and 4 (files): one long bench
+	// each (LUN 4 over iSCSI/TCP). LUN 3 (memory): the short-lived clients.
 	fioSize     = 64 << 20
 	canaryBase  = 96 << 20
 	canarySlot  = 256 << 10
@@ -68,8 +68,9 @@ type rig struct {
 	tbin     string
 	ibin     string
 	fio      string
-	addr     string
-	port     string
+	addr     string // the iSER portal
+	tcpAddr  string // the iSCSI/TCP portal
+	ports    []string
 	tMetrics string
 	mMetrics string
 	cfg      string
@@ -93,6 +94,8 @@ type rig struct {
 	cuts       []time.Duration
 	mountPID   int
 	mountStats map[string]float64
+	// Terminates and Rejects of the target, by series, over its lives
+	targetErrors map[string]float64
 	// what the target had once only the mount was left
 	endSessions, endConnections int
 
@@ -103,7 +106,7 @@ type rig struct {
 	shortIOs, shortVerifyErrors, shortLosses                   atomic.Int64
 	canarySessions, canaryChecks, canaryWrites, canaryMismatch atomic.Int64
 	cutCount, socketsKilled                                    atomic.Int64
-	restarts                                                   atomic.Int64
+	restarts, kills                                            atomic.Int64
 	longestStop                                                atomic.Int64 // ns
 	targets                                                    int
 
@@ -144,7 +147,7 @@ func TestSoak(t *testing.T) {
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Skipf("this kernel has no FUSE: %v", err)
 	}
-	r := &rig{t: t, dur: dur, series: map[string]*series{}}
+	r := &rig{t: t, dur: dur, series: map[string]*series{}, targetErrors: map[string]float64{}}
 	r.fio = need(t, "fio", "fio")
 	need(t, "ss", "iproute2")
 	r.dir = t.TempDir()
@@ -156,11 +159,15 @@ func TestSoak(t *testing.T) {
 		}
 	}
 	r.tbin, r.ibin = buildPrograms(t, t.TempDir())
-	r.addr, r.tMetrics, r.mMetrics = freeAddr(t), freeAddr(t), freeAddr(t)
-	_, r.port, _ = net.SplitHostPort(r.addr)
+	r.addr, r.tcpAddr, r.tMetrics, r.mMetrics = freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
+	for _, a := range []string{r.addr, r.tcpAddr} {
+		_, p, _ := net.SplitHostPort(a)
+		r.ports = append(r.ports, p)
+	}
 	r.cfg = filepath.Join(r.dir, "target.yaml")
 	os.WriteFile(r.cfg, []byte(fmt.Sprintf(`portals:
   - listen: %s
+  - {listen: %s, transport: iscsi-tcp}
 targets:
   - name: %s
     luns:
@@ -168,10 +175,11 @@ targets:
       - {id: 1, path: %s, size: 128MiB}
       - {id: 2, path: %s, size: 128MiB}
       - {id: 3, memory: 64MiB}
+      - {id: 4, path: %s, size: 128MiB}
 metrics: {listen: %s}
 control: {socket: %s}
-`, r.addr, targetName, filepath.Join(r.dir, "lun0.img"), filepath.Join(r.dir, "lun1.img"),
-		filepath.Join(r.dir, "lun2.img"), r.tMetrics, filepath.Join(r.dir, "ddptarget.sock"))), 0o644)
+`, r.addr, r.tcpAddr, targetName, filepath.Join(r.dir, "lun0.img"), filepath.Join(r.dir, "lun1.img"),
+		filepath.Join(r.dir, "lun2.img"), filepath.Join(r.dir, "lun4.img"), r.tMetrics, filepath.Join(r.dir, "ddptarget.sock"))), 0o644)
 	r.tlogPath = filepath.Join(r.dir, "ddptarget.log")
 	f, err := os.Create(r.tlogPath)
 	if err != nil {
@@ -280,23 +288,10 @@ func (r *rig) startTarget() *targetProc {
 		}
 	}()
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", r.addr, time.Second)
-		if err == nil {
-			c.Close()
-			break
-		}
-		select {
-		case <-p.done:
-			return nil // its death is a failure already
-		default:
-		}
-		if time.Now().After(deadline) {
-			r.fail("ddptarget not listening on %s 30 s after its start:\n%s", r.addr, tail(r.tlogPath, 40))
-			p.cmd.Process.Kill()
+	for _, addr := range []string{r.addr, r.tcpAddr} {
+		if !r.waitListening(p, addr, deadline) {
 			return nil
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 	r.mu.Lock()
 	r.tgt = p
@@ -306,9 +301,32 @@ func (r *rig) startTarget() *targetProc {
 	return p
 }
 
-// stopTarget stops the current incarnation with SIGTERM and checks that
-// it exits 0 within 45 s (its drain takes up to 30).
-func (r *rig) stopTarget() bool {
+// waitListening waits until addr accepts connections; false (a failure
+// recorded) if p dies or the deadline passes first.
+func (r *rig) waitListening(p *targetProc, addr string, deadline time.Time) bool {
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return true
+		}
+		select {
+		case <-p.done:
+			return false // its death is a failure already
+		default:
+		}
+		if time.Now().After(deadline) {
+			r.fail("ddptarget not listening on %s 30 s after its start:\n%s", addr, tail(r.tlogPath, 40))
+			p.cmd.Process.Kill()
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stopTarget stops the current incarnation: with SIGTERM it must exit 0
+// within 45 s (its drain takes up to 30); SIGKILL is a crash.
+func (r *rig) stopTarget(sig syscall.Signal) bool {
 	r.mu.Lock()
 	p := r.tgt
 	r.restarting = true
@@ -316,8 +334,9 @@ func (r *rig) stopTarget() bool {
 	if p == nil {
 		return false
 	}
+	r.scrapeTarget() // its counts, before they are gone
 	t0 := time.Now()
-	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.cmd.Process.Signal(sig)
 	select {
 	case <-p.done:
 	case <-time.After(45 * time.Second):
@@ -329,7 +348,7 @@ func (r *rig) stopTarget() bool {
 		return false
 	}
 	took := time.Since(t0)
-	if int64(took) > r.longestStop.Load() {
+	if sig == syscall.SIGTERM && int64(took) > r.longestStop.Load() {
 		r.longestStop.Store(int64(took))
 	}
 	r.mu.Lock()
@@ -337,11 +356,27 @@ func (r *rig) stopTarget() bool {
 		s.End = r.since()
 	}
 	r.mu.Unlock()
-	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+	if code := p.cmd.ProcessState.ExitCode(); sig == syscall.SIGTERM && code != 0 {
 		r.fail("ddptarget exited %d after SIGTERM:\n%s", code, tail(r.tlogPath, 40))
 		return false
 	}
 	return true
+}
+
+// scrapeTarget adds the current incarnation's Terminates and Rejects to
+// those of the incarnations before it.
+func (r *rig) scrapeTarget() {
+	m, err := scrapeSeries(r.tMetrics, "ddptarget_rdma_terminates_total", "ddptarget_rejects_total")
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, v := range m {
+		if v > 0 {
+			r.targetErrors[k] += v
+		}
+	}
 }
 
 // mount mounts the target with "ddpinitiator mount --daemon".
@@ -370,20 +405,26 @@ func (r *rig) mountLog() string {
 	return logs[0]
 }
 
-// startBenches starts the long verified benches: small random I/O on LUN
-// 1, large on LUN 2, both half reads, for the whole soak.
+// startBenches starts the long verified benches, half reads, for the
+// whole soak: small random I/O on LUN 1 and large on LUN 2 over iSER,
+// medium on LUN 4 over iSCSI/TCP.
 func (r *rig) startBenches() []*longBench {
 	var bs []*longBench
 	for _, b := range []struct {
 		name, lun, bs, depth string
+		tcp                  bool
 	}{
-		{"bench-4k", "1", "4KiB", "16"},
-		{"bench-256k", "2", "256KiB", "4"},
+		{"bench-4k", "1", "4KiB", "16", false},
+		{"bench-256k", "2", "256KiB", "4", false},
+		{"bench-tcp-64k", "4", "64KiB", "8", true},
 	} {
 		lb := &longBench{name: b.name, done: make(chan struct{}), errf: filepath.Join(r.dir, b.name+".log")}
 		lb.args = []string{"bench", "--target", targetName, "--lun", b.lun, "--rw", "randrw", "--bs", b.bs, "--iodepth", b.depth,
 			"--size", "96MiB", "--verify", "--runtime", r.dur.String(), "--json", "--progress", "never",
 			"--recovery-timeout", "120s", "--nop-interval", "1s", r.addr}
+		if b.tcp {
+			lb.args = append(lb.args[:len(lb.args)-1], "--transport", "iscsi-tcp", r.tcpAddr)
+		}
 		lb.cmd = exec.Command(r.ibin, lb.args...)
 		ef, err := os.Create(lb.errf)
 		if err != nil {
@@ -556,7 +597,11 @@ func (r *rig) shortClients() {
 				"--iodepth", depth, "--verify", "--runtime", fmt.Sprintf("%dms", 1000+rng.Intn(2000)), "--json",
 				"--progress", "never", "--recovery-timeout", "30s"}
 		}
-		args = append(args, r.addr)
+		if rng.Intn(4) == 0 {
+			args = append(args, "--transport", "iscsi-tcp", r.tcpAddr)
+		} else {
+			args = append(args, r.addr)
+		}
 		t0 := r.since()
 		ctx, cancel := context.WithTimeout(r.ctx, 90*time.Second)
 		cmd := exec.CommandContext(ctx, r.ibin, args...)
@@ -671,8 +716,15 @@ func (r *rig) restart() bool {
 		r.fail("canary before restart %d: %v", r.restarts.Load()+1, err)
 		return false
 	}
-	if !r.stopTarget() {
+	sig := syscall.SIGTERM
+	if r.restarts.Load()%2 == 1 {
+		sig = syscall.SIGKILL // every second restart is a crash
+	}
+	if !r.stopTarget(sig) {
 		return false
+	}
+	if sig == syscall.SIGKILL {
+		r.kills.Add(1)
 	}
 	time.Sleep(500 * time.Millisecond)
 	p := r.startTarget()
@@ -683,7 +735,7 @@ func (r *rig) restart() bool {
 		return false
 	}
 	r.restarts.Add(1)
-	r.t.Logf("soak: [%v] restart %d: ddptarget pid %d", r.since().Round(time.Second), r.restarts.Load(), p.cmd.Process.Pid)
+	r.t.Logf("soak: [%v] restart %d (%v): ddptarget pid %d", r.since().Round(time.Second), r.restarts.Load(), sig, p.cmd.Process.Pid)
 	if err := r.canary(false); err != nil {
 		r.fail("canary after restart %d: data acknowledged before it: %v", r.restarts.Load(), err)
 		return false
@@ -695,17 +747,23 @@ func (r *rig) restart() bool {
 // them from both ends, only the target's ends, only the initiators' ends,
 // or one connection.
 func (r *rig) cut(rng *rand.Rand) {
-	p := r.port
+	either := func(dir string) string {
+		var f []string
+		for _, p := range r.ports {
+			f = append(f, fmt.Sprintf("%s = :%s", dir, p))
+		}
+		return strings.Join(f, " or ")
+	}
 	var filter, what string
 	switch rng.Intn(4) {
 	case 0:
-		what, filter = "all, both ends", fmt.Sprintf("( sport = :%s or dport = :%s )", p, p)
+		what, filter = "all, both ends", fmt.Sprintf("( %s or %s )", either("sport"), either("dport"))
 	case 1:
-		what, filter = "all, target's ends", fmt.Sprintf("( sport = :%s )", p)
+		what, filter = "all, target's ends", fmt.Sprintf("( %s )", either("sport"))
 	case 2:
-		what, filter = "all, initiators' ends", fmt.Sprintf("( dport = :%s )", p)
+		what, filter = "all, initiators' ends", fmt.Sprintf("( %s )", either("dport"))
 	default:
-		out, _ := exec.Command("ss", "-Htn", "state", "established", fmt.Sprintf("( dport = :%s )", p)).Output()
+		out, _ := exec.Command("ss", "-Htn", "state", "established", fmt.Sprintf("( %s )", either("dport"))).Output()
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		if len(lines) == 0 || lines[0] == "" {
 			return
@@ -715,7 +773,8 @@ func (r *rig) cut(rng *rand.Rand) {
 			return
 		}
 		_, lport, _ := net.SplitHostPort(f[2])
-		what, filter = "one, initiator's end", fmt.Sprintf("( sport = :%s and dport = :%s )", lport, p)
+		_, rport, _ := net.SplitHostPort(f[3])
+		what, filter = "one, initiator's end", fmt.Sprintf("( sport = :%s and dport = :%s )", lport, rport)
 	}
 	r.mu.Lock()
 	r.cuts = append(r.cuts, r.since())
@@ -930,6 +989,7 @@ func (r *rig) finish() {
 			return
 		default:
 		}
+		r.scrapeTarget()
 		p.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-p.done:
@@ -942,7 +1002,10 @@ func (r *rig) finish() {
 		}
 	}
 	// Panics and races in any log are failures even if nothing else saw them.
-	logs := []string{r.tlogPath, r.mountLog(), filepath.Join(r.dir, "bench-4k.log"), filepath.Join(r.dir, "bench-256k.log")}
+	logs := []string{r.tlogPath, r.mountLog()}
+	for _, b := range r.benches {
+		logs = append(logs, b.errf)
+	}
 	for _, l := range logs {
 		if bad := grepFile(l, "panic:", "DATA RACE", "fatal error:"); len(bad) > 0 {
 			r.addFailure("%s: %s", filepath.Base(l), strings.Join(bad[:min(len(bad), 5)], "\n"))
