@@ -66,6 +66,19 @@ func (t *Target) Marshal() ([]byte, error) {
 		if td.CHAP != nil {
 			add(tm, "chap", chapNode(td.CHAP))
 		}
+		if a := td.ALUA; a != nil {
+			am := mapNode(false)
+			add(am, "group", intNode(a.Group))
+			gs := seqNode()
+			for _, g := range a.Groups {
+				gm := mapNode(true)
+				add(gm, "id", intNode(g.ID))
+				add(gm, "state", strNode(g.State))
+				gs.Content = append(gs.Content, gm)
+			}
+			add(am, "groups", gs)
+			add(tm, "alua", am)
+		}
 		targets.Content = append(targets.Content, tm)
 	}
 	add(root, "targets", targets)

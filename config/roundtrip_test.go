@@ -137,6 +137,14 @@ func randomTarget(r *rand.Rand) *Target {
 		if r.IntN(2) == 0 {
 			td.CHAP = randomCHAP(r, i)
 		}
+		if r.IntN(2) == 0 {
+			a := &ALUA{}
+			for k := range 1 + r.IntN(3) {
+				a.Groups = append(a.Groups, PortGroup{ID: 1 + k*(1+r.IntN(1000)), State: ALUAStates[r.IntN(len(ALUAStates))]})
+			}
+			a.Group = a.Groups[r.IntN(len(a.Groups))].ID
+			td.ALUA = a
+		}
 		t.Targets = append(t.Targets, td)
 	}
 	if r.IntN(2) == 0 {

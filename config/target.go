@@ -114,7 +114,27 @@ type TargetDef struct {
 	LUNs       []LUN    // at least one, ids distinct
 	Initiators []string // iSCSI names allowed to log in; nil: any initiator
 	CHAP       *CHAP    // nil: no authentication
+	ALUA       *ALUA    // nil: one gateway, no ALUA
 }
+
+// ALUA places this ddptarget among several gateways that export the same
+// LUNs under the same target name (YAML: group, groups): its target port
+// group (and relative target port) is Group, and Groups lists every
+// gateway's group with the access state initiators are told. Each
+// gateway's file lists the same Groups and its own Group.
+type ALUA struct {
+	Group  int         // 1..65535, one of Groups
+	Groups []PortGroup // at least one; ids distinct
+}
+
+// PortGroup is one gateway's target port group (YAML: id, state).
+type PortGroup struct {
+	ID    int    // 1..65535
+	State string // one of ALUAStates
+}
+
+// ALUAStates are the access states a port group may be given.
+var ALUAStates = []string{"active-optimized", "active-non-optimized", "standby", "unavailable"}
 
 // LUN is one logical unit of a target (YAML: id, path, memory, size,
 // readonly). Exactly one of Path and Memory is set.
@@ -248,7 +268,9 @@ var (
 	targetFields    = []string{"portals", "targets", "discovery_chap", "limits", "log", "metrics", "control", "state"}
 	portalFields    = []string{"listen", "transport", "mpa"}
 	mpaFields       = []string{"revision", "markers", "crc"}
-	targetDefFields = []string{"name", "alias", "luns", "initiators", "chap"}
+	targetDefFields = []string{"name", "alias", "luns", "initiators", "chap", "alua"}
+	aluaFields      = []string{"group", "groups"}
+	portGroupFields = []string{"id", "state"}
 	lunFields       = []string{"id", "path", "memory", "size", "readonly"}
 	chapFields      = []string{"user", "secret", "mutual_user", "mutual_secret"}
 	limitsFields    = []string{"max_sessions", "queue_depth", "max_logging_in", "max_logging_in_per_address", "login_timeout"}
@@ -554,7 +576,66 @@ func (d *decoder) targetDef(item *yaml.Node, path string, c *targetChecks) Targe
 	if cf, has := f["chap"]; has {
 		t.CHAP = d.chap(cf, join(path, "chap"), &c.secrets)
 	}
+	if af, has := f["alua"]; has {
+		t.ALUA = d.alua(af, join(path, "alua"))
+	}
 	return t
+}
+
+// alua reads a target's ALUA settings: its group, one of the groups, whose
+// ids are distinct.
+func (d *decoder) alua(f field, path string) *ALUA {
+	m, ok := d.mapping(f.val, path, "alua", aluaFields)
+	if !ok {
+		return nil
+	}
+	a := &ALUA{}
+	ids := map[int]string{}
+	if gf, has := m["groups"]; has {
+		items, ok := d.sequence(gf, join(path, "groups"), "port groups")
+		if ok && len(items) == 0 {
+			d.errorf(d.resolve(gf.val), join(path, "groups"), "empty: list every gateway's group, this one's included")
+		}
+		for i, item := range items {
+			gp := index(join(path, "groups"), i)
+			gm, ok := d.mapping(item, gp, "a port group", portGroupFields)
+			if !ok {
+				continue
+			}
+			var g PortGroup
+			if idf, has := gm["id"]; has {
+				if v, ok := d.integer(idf, join(gp, "id"), "target port group id", 1, 65535); ok {
+					g.ID = int(v)
+					if line, dup := ids[g.ID]; dup {
+						d.errorf(d.resolve(idf.val), join(gp, "id"), "duplicate port group id %d (first at %s)", g.ID, line)
+					}
+					ids[g.ID] = d.pos(d.resolve(idf.val))
+				}
+			} else {
+				d.missing(item, gp, "id", "each port group needs an id, 1..65535")
+			}
+			g.State = ALUAStates[0]
+			if sf, has := gm["state"]; has {
+				if v, ok := d.oneOf(sf, join(gp, "state"), "an ALUA state", ALUAStates); ok {
+					g.State = v
+				}
+			}
+			a.Groups = append(a.Groups, g)
+		}
+	} else {
+		d.missing(f.val, path, "groups", "list every gateway's port group, this one's included")
+	}
+	if gf, has := m["group"]; has {
+		if v, ok := d.integer(gf, join(path, "group"), "target port group id", 1, 65535); ok {
+			a.Group = int(v)
+			if _, listed := ids[a.Group]; !listed && len(ids) > 0 {
+				d.errorf(d.resolve(gf.val), join(path, "group"), "%d is not among the groups", a.Group)
+			}
+		}
+	} else {
+		d.missing(f.val, path, "group", "this gateway's port group, one of groups")
+	}
+	return a
 }
 
 func (d *decoder) luns(f field, path string, c *targetChecks) []LUN {

@@ -221,6 +221,9 @@ func (d *daemon) build(cfg *config.Target) ([]target.Export, error) {
 			luns[uint16(l.ID)] = o.lu
 		}
 		tg, err := lu.NewTarget(t.Name, luns)
+		if err == nil && t.ALUA != nil {
+			err = tg.SetPortGroups(uint16(t.ALUA.Group), portGroups(t.ALUA))
+		}
 		if err != nil {
 			return fail(err)
 		}
@@ -384,4 +387,15 @@ type portalListener struct {
 	addr      net.Addr
 	transport string
 	serve     func() error
+}
+
+// portGroups turns a target's configured ALUA groups into the LU layer's.
+func portGroups(a *config.ALUA) []lu.PortGroup {
+	states := map[string]lu.ALUAState{"active-optimized": lu.ActiveOptimized,
+		"active-non-optimized": lu.ActiveNonOptimized, "standby": lu.Standby, "unavailable": lu.Unavailable}
+	var gs []lu.PortGroup
+	for _, g := range a.Groups {
+		gs = append(gs, lu.PortGroup{ID: uint16(g.ID), State: states[g.State]})
+	}
+	return gs
 }

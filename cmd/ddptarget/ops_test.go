@@ -18,9 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ddpstore/ddpstore/config"
 	"github.com/ddpstore/ddpstore/internal/testtarget"
 	"github.com/ddpstore/ddpstore/iwarp"
 	"github.com/ddpstore/ddpstore/transport/initiator"
+	"github.com/ddpstore/ddpstore/transport/lu"
 	"github.com/ddpstore/ddpstore/transport/scsi"
 )
 
@@ -383,5 +385,21 @@ func TestSystemdUnits(t *testing.T) {
 		if strings.HasPrefix(sc.Text(), "TimeoutStopSec=") && sc.Text() <= "TimeoutStopSec=30s" {
 			t.Errorf("%s: the daemon's graceful shutdown takes up to 30 s", sc.Text())
 		}
+	}
+}
+
+// TestPortGroups: every ALUA state the configuration accepts is one of the
+// LU layer's, each a different one.
+func TestPortGroups(t *testing.T) {
+	a := &config.ALUA{Group: 1}
+	for i, s := range config.ALUAStates {
+		a.Groups = append(a.Groups, config.PortGroup{ID: i + 1, State: s})
+	}
+	seen := map[lu.ALUAState]bool{}
+	for i, g := range portGroups(a) {
+		if int(g.ID) != i+1 || seen[g.State] || g.State.String() == "" || (i > 0 && g.State == lu.ActiveOptimized) {
+			t.Errorf("%s became %v", config.ALUAStates[i], g)
+		}
+		seen[g.State] = true
 	}
 }

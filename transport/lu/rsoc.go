@@ -17,11 +17,26 @@ import (
 // (docs/interop.md). All of it is answered here now: gotgt's report of all
 // commands lists 9 of them, ignores the allocation length and, with RCTD,
 // writes the timeouts descriptor's length over the report's header.
+//
+// REPORT TARGET PORT GROUPS (alua.go) is served when the target reports
+// ALUA.
 func maintenanceIn(host int, cmd *api.SCSICommand) api.SAMStat {
-	if cmd.SCB[1]&0x1f != scsi.ReportSupportedOperationCodes {
-		return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInCDB)
+	switch cmd.SCB[1] & 0x1f {
+	case scsi.ReportSupportedOperationCodes:
+		return reportSupportedOperationCodes(host, cmd)
+	case serviceActionRTPG:
+		return reportTargetPortGroups(cmd)
 	}
-	return reportSupportedOperationCodes(host, cmd)
+	return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInCDB)
+}
+
+// saSupported reports whether service action sa of op is served for cmd's
+// target.
+func saSupported(cmd *api.SCSICommand, op byte, sa uint16) bool {
+	if op == scsi.MaintenanceIn && sa == serviceActionRTPG {
+		return aluaEnabled(cmd)
+	}
+	return serviceActions[op][sa]
 }
 
 // serviceActions lists, for the opcodes with service actions, those that
@@ -59,18 +74,18 @@ func reportSupportedOperationCodes(_ int, cmd *api.SCSICommand) api.SAMStat {
 		return checkCondition(cmd, scsi.SenseHardwareError, scsi.ASCInternalTargetFailure)
 	}
 	if options == 0 {
-		d := reportAllCommands(l, rctd)
+		d := reportAllCommands(cmd, l, rctd)
 		in := cmd.InSDBBuffer.Buffer
 		cmd.InSDBBuffer.Resid = uint32(copy(in[:min(alloc, len(in))], d))
 		return api.SAMStatGood
 	}
-	sas, hasSA := serviceActions[op]
+	_, hasSA := serviceActions[op]
 	var supported bool
 	switch {
 	case options == 1 && !hasSA:
 		supported = implemented(l.ops[op].CommandPerformFunc)
 	case options == 2 && hasSA:
-		supported = sas[sa]
+		supported = saSupported(cmd, op, sa)
 	default:
 		// SPC-4: asking about a command without its service action when
 		// it has service actions, or with one when it has none, is an
@@ -107,7 +122,7 @@ func reportSupportedOperationCodes(_ int, cmd *api.SCSICommand) api.SAMStat {
 // opcode and then service action, SERVACTV set for the commands that have
 // service actions, each followed by a command timeouts descriptor with
 // CTDP set when rctd.
-func reportAllCommands(l *LU, rctd bool) []byte {
+func reportAllCommands(cmd *api.SCSICommand, l *LU, rctd bool) []byte {
 	d := make([]byte, 4, 4+256*20)
 	add := func(op byte, sa uint16, servactv bool) {
 		flags := byte(0)
@@ -123,9 +138,9 @@ func reportAllCommands(l *LU, rctd bool) []byte {
 		}
 	}
 	for op := range 256 {
-		if sas, hasSA := serviceActions[byte(op)]; hasSA {
+		if _, hasSA := serviceActions[byte(op)]; hasSA {
 			for sa := range uint16(32) { // a 5-bit SERVICE ACTION field
-				if sas[sa] {
+				if saSupported(cmd, byte(op), sa) {
 					add(byte(op), sa, true)
 				}
 			}

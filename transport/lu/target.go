@@ -19,6 +19,7 @@ type Target struct {
 	luns map[uint16]*LU
 	lun0 *api.SCSILu // answers INQUIRY and REPORT LUNS when LUN 0 is absent
 	ops0 []gscsi.SCSIDeviceOperation
+	alua *alua // nil: no ALUA (alua.go)
 }
 
 // NewTarget returns a target named name exporting luns by LUN number.
@@ -34,6 +35,7 @@ func NewTarget(name string, luns map[uint16]*LU) (*Target, error) {
 		TargetPortGroups: []*api.TargetPortGroup{{GroupID: 1, TargetPortGroup: []*api.SCSITargetPort{
 			{RelativeTargetPortID: 1, TargetPortName: name}}}},
 	}
+	t.t.SCSITargetDriver = t // leads command functions to t (commandTarget)
 	for n, l := range luns {
 		if n > iscsi.MaxLUN {
 			return nil, fmt.Errorf("lu: LUN %d above %d", n, iscsi.MaxLUN)

@@ -100,7 +100,7 @@ func (t *Target) Execute(task *Task, lun iscsi.LUN, cdb, out, inBuf []byte) {
 	c.SCBLength = n
 	c.OpCode = cdb[0]
 	c.Target = &t.t
-	c.RelTargetPortID = 1
+	c.RelTargetPortID = t.relPort()
 	task.in = api.SCSIDataBuffer{Buffer: inBuf, Length: uint32(len(inBuf)), Resid: residUnset}
 	c.InSDBBuffer = &task.in
 	if out != nil {
@@ -134,6 +134,11 @@ func (t *Target) Execute(task *Task, lun iscsi.LUN, cdb, out, inBuf []byte) {
 		c.Device, ops = l.sl, l.ops
 		task.nexus.Lu = l.sl
 		task.nexus.ID = uint64(num)
+		if asc := t.aluaRefuses(cdb); asc != 0 {
+			// SPC-4 5.15.2.4.4/5: this port is standby or unavailable.
+			task.setSense(senseNotReady, asc)
+			return
+		}
 		if l.conflicts(task.Nexus, cdb) || l.prConflicts(task.Port, cdb) {
 			// SPC-2 5.5.1, SPC-4 5.13.1: reserved by another I_T nexus.
 			task.Status = scsi.StatusReservationConflict

@@ -83,9 +83,9 @@ var versionDescriptors = [...]uint16{0x00a0, 0x0460, 0x04c0, 0x0960}
 // (it counts the octets after octet 4: n-4 for data of octets 0 to n).
 // VERSION is 06h, SPC-4, which the VPD pages and version descriptors
 // imply; RESPONSE DATA FORMAT 2 with HISUP (LUNs are SAM hierarchical);
-// CMDQUE, since the target queues commands. TPGS is 00b: REPORT TARGET
-// PORT GROUPS is not served, and SPC-4 6.6.2 requires it of any other
-// value (gotgt claimed implicit ALUA). Vendor, product and revision are
+// CMDQUE, since the target queues commands. TPGS is 01b (implicit ALUA)
+// when the target has port groups (SetPortGroups), which serves REPORT
+// TARGET PORT GROUPS, else 00b (gotgt claimed implicit ALUA regardless). Vendor, product and revision are
 // gotgt's, as before, in ASCII padded with spaces (SPC-4 4.4.1).
 func standardInquiry(b []byte, cmd *api.SCSICommand) []byte {
 	const (
@@ -95,7 +95,11 @@ func standardInquiry(b []byte, cmd *api.SCSICommand) []byte {
 		cmdque  = 0x02
 	)
 	hdr := vpdHeader(b, cmd)[:1] // peripheral qualifier and device type
-	b = append(hdr, 0, spc4, hisup|format2, 91, 0, 0, cmdque)
+	var tpgs byte
+	if aluaEnabled(cmd) {
+		tpgs = 0x10 // TPGS 01b: implicit ALUA (alua.go)
+	}
+	b = append(hdr, 0, spc4, hisup|format2, 91, tpgs, 0, cmdque)
 	b = appendASCII(b, cmd.Device.Attrs.VendorID, 8)
 	b = appendASCII(b, cmd.Device.Attrs.ProductID, 16)
 	b = appendASCII(b, cmd.Device.Attrs.ProductRev, 4)

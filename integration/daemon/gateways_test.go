@@ -1,0 +1,170 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ddpstore/ddpstore/iwarp"
+	"github.com/ddpstore/ddpstore/transport/initiator"
+	log "github.com/sirupsen/logrus"
+)
+
+const gatewayTarget = "iqn.2026-11.io.ddpstore:shared"
+
+// dialAs is dial with another InitiatorName.
+func dialAs(t *testing.T, addr, target, name string) *initiator.Session {
+	t.Helper()
+	dev := iwarp.NewDevice(0)
+	t.Cleanup(func() { dev.Close() })
+	l := log.New()
+	l.SetOutput(io.Discard)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := initiator.Dial(ctx, dev, "tcp", addr, initiator.Config{InitiatorName: name, TargetName: target,
+		Log: log.NewEntry(l), Buffers: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// gatewayConfig writes the configuration of one gateway of the shared
+// image: its portal, its own control socket and state directory, and the
+// ALUA section (alua "" for none).
+func gatewayConfig(t *testing.T, dir, addr, img, alua string) string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return writeConfig(t, dir, fmt.Sprintf(`
+portals:
+  - listen: %s
+targets:
+  - name: %s
+    luns:
+      - {id: 0, path: %s, size: 16MiB}
+%s
+control: {socket: %s}
+state: {dir: %s}
+log: {level: warn}
+`, addr, gatewayTarget, img, alua, filepath.Join(dir, "ctl.sock"), filepath.Join(dir, "state")))
+}
+
+// rtpg sends REPORT TARGET PORT GROUPS and returns (group id, state) pairs
+// with each group's one relative port.
+func rtpg(t *testing.T, s *initiator.Session) [][3]uint16 {
+	t.Helper()
+	buf, _ := s.Alloc(4096)
+	cdb := []byte{0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0}
+	do(t, s, &initiator.Command{CDB: cdb, Dir: initiator.DataIn, Data: buf})
+	n := int(binary.BigEndian.Uint32(buf))
+	var gs [][3]uint16
+	for d := buf[4 : 4+n]; len(d) >= 8; {
+		ports := int(d[7])
+		gs = append(gs, [3]uint16{binary.BigEndian.Uint16(d[2:]), uint16(d[0] & 0x0f), binary.BigEndian.Uint16(d[10:])})
+		d = d[8+4*ports:]
+	}
+	return gs
+}
+
+// relativePort reads the relative target port identifier of the path from
+// INQUIRY's Device Identification page.
+func relativePort(t *testing.T, s *initiator.Session) uint16 {
+	t.Helper()
+	buf, _ := s.Alloc(4096)
+	do(t, s, &initiator.Command{CDB: []byte{0x12, 1, 0x83, 1, 0, 0}, Dir: initiator.DataIn, Data: buf[:256]})
+	for d := buf[4 : 4+int(binary.BigEndian.Uint16(buf[2:]))]; len(d) >= 4; d = d[4+int(d[3]):] {
+		if d[1]&0x3f == 0x14 { // association target port, type relative port
+			return binary.BigEndian.Uint16(d[6:])
+		}
+	}
+	t.Fatal("no relative target port designator")
+	return 0
+}
+
+// TestTwoGatewaysALUA: two ddptarget processes export one image under one
+// target name, each as its own target port group; both report both
+// groups with their states (implicit ALUA), each its own port, and what is
+// written through one is read through the other.
+func TestTwoGatewaysALUA(t *testing.T) {
+	dir := t.TempDir()
+	img := filepath.Join(dir, "shared.img")
+	groups := "    alua: {group: %d, groups: [{id: 1, state: active-optimized}, {id: 2, state: active-non-optimized}]}"
+	addr1, addr2 := freePort(t), freePort(t)
+	startTarget(t, gatewayConfig(t, filepath.Join(dir, "gw1"), addr1, img, fmt.Sprintf(groups, 1)), addr1)
+	startTarget(t, gatewayConfig(t, filepath.Join(dir, "gw2"), addr2, img, fmt.Sprintf(groups, 2)), addr2)
+	s1, s2 := dial(t, addr1, gatewayTarget), dial(t, addr2, gatewayTarget)
+
+	want := [][3]uint16{{1, 0, 1}, {2, 1, 2}} // AO on port 1, ANO on port 2
+	for i, s := range []*initiator.Session{s1, s2} {
+		if got := rtpg(t, s); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("gateway %d reports groups %v, want %v", i+1, got, want)
+		}
+		if p := relativePort(t, s); p != uint16(i+1) {
+			t.Errorf("gateway %d says its port is %d", i+1, p)
+		}
+	}
+	// One image: each gateway reads what the other wrote.
+	for i, pair := range [][2]*initiator.Session{{s1, s2}, {s2, s1}} {
+		w, _ := pair[0].Alloc(1 << 20)
+		rand.New(rand.NewSource(int64(i))).Read(w)
+		do(t, pair[0], &initiator.Command{CDB: rw16(0x8a, uint64(i)*4096, 2048), Dir: initiator.DataOut, Data: w})
+		r, _ := pair[1].Alloc(1 << 20)
+		do(t, pair[1], &initiator.Command{CDB: rw16(0x88, uint64(i)*4096, 2048), Dir: initiator.DataIn, Data: r})
+		if !bytes.Equal(r, w) {
+			t.Fatalf("pass %d: the other gateway does not read what was written", i)
+		}
+	}
+}
+
+// TestPersistentReservationSurvivesRestart: a registration and
+// reservation made with APTPL are in the state directory before GOOD and
+// hold after ddptarget restarts: another initiator sees the key and the
+// reservation, and its WRITE is a RESERVATION CONFLICT.
+func TestPersistentReservationSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	addr := freePort(t)
+	cfg := gatewayConfig(t, dir, addr, filepath.Join(dir, "disk.img"), "")
+	p := startTarget(t, cfg, addr)
+	a := dialAs(t, addr, gatewayTarget, "iqn.2026-11.io.ddpstore:node-a")
+	params, _ := a.Alloc(4096)
+	params = params[:24]
+	binary.BigEndian.PutUint64(params[8:], 0xa1a1) // SERVICE ACTION RESERVATION KEY
+	params[20] = 0x01                              // APTPL
+	do(t, a, &initiator.Command{CDB: []byte{0x5f, 0x00, 0, 0, 0, 0, 0, 0, 24, 0}, Dir: initiator.DataOut, Data: params})
+	clear(params)
+	binary.BigEndian.PutUint64(params, 0xa1a1)
+	do(t, a, &initiator.Command{CDB: []byte{0x5f, 0x01, 0x01, 0, 0, 0, 0, 0, 24, 0}, Dir: initiator.DataOut, Data: params}) // RESERVE, Write Exclusive
+	state := filepath.Join(dir, "state", "pr", gatewayTarget, "lun0.json")
+	if _, err := os.Stat(state); err != nil {
+		t.Fatalf("no state file after REGISTER with APTPL: %v", err)
+	}
+	a.Close()
+	if code := p.stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit status %d after SIGTERM", code)
+	}
+
+	startTarget(t, cfg, addr)
+	b := dialAs(t, addr, gatewayTarget, "iqn.2026-11.io.ddpstore:node-b")
+	buf, _ := b.Alloc(1 << 20)
+	do(t, b, &initiator.Command{CDB: []byte{0x5e, 0x01, 0, 0, 0, 0, 0, 0, 64, 0}, Dir: initiator.DataIn, Data: buf[:64]}) // READ RESERVATION
+	if binary.BigEndian.Uint32(buf[4:]) != 16 || binary.BigEndian.Uint64(buf[8:]) != 0xa1a1 || buf[21] != 0x01 {
+		t.Fatalf("READ RESERVATION after restart: %x", buf[:24])
+	}
+	w := &initiator.Command{CDB: rw16(0x8a, 0, 8), Dir: initiator.DataOut, Data: buf[:4096]}
+	if err := b.Do(context.Background(), w); err != nil || w.Status != 0x18 {
+		t.Fatalf("another initiator's WRITE under the kept reservation: %v, status %#x, want RESERVATION CONFLICT", err, w.Status)
+	}
+	r := &initiator.Command{CDB: rw16(0x88, 0, 8), Dir: initiator.DataIn, Data: buf[:4096]}
+	do(t, b, r) // Write Exclusive: reads are allowed
+}
