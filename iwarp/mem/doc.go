@@ -16,6 +16,16 @@
 // region's Tagged Offsets (TO) start either at zero or at the virtual address
 // of its first byte ([Addressing]).
 //
+// # Fast registration
+//
+// [Table.RegisterFast] creates an MR over the largest range it may ever
+// describe, with no valid STag; [Table.FastRegister] then, per use and
+// without allocating, makes a window of that range its region with some of
+// its access rights and a fresh key (the verbs' Fast-Register). The STag
+// index stays, the key changes, so the STag of an earlier use fails. Such a
+// region's key, access, validity and window live in atomics guarded by one
+// state word that a check reads before and after publishing its hazard.
+//
 // # Memory-safety contract
 //
 // The data path is lock-free. Goroutines that use region memory publish which
