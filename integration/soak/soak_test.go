@@ -178,8 +178,12 @@ targets:
       - {id: 4, path: %s, size: 128MiB}
 metrics: {listen: %s}
 control: {socket: %s}
+# every client is on 127.0.0.1, and after a cut of all connections
+# several log in at once: the per-address bound is not what is soaked
+limits: {max_logging_in_per_address: 16}
+state: {dir: %s}
 `, r.addr, r.tcpAddr, targetName, filepath.Join(r.dir, "lun0.img"), filepath.Join(r.dir, "lun1.img"),
-		filepath.Join(r.dir, "lun2.img"), filepath.Join(r.dir, "lun4.img"), r.tMetrics, filepath.Join(r.dir, "ddptarget.sock"))), 0o644)
+		filepath.Join(r.dir, "lun2.img"), filepath.Join(r.dir, "lun4.img"), r.tMetrics, filepath.Join(r.dir, "ddptarget.sock"), filepath.Join(r.dir, "state"))), 0o644)
 	r.tlogPath = filepath.Join(r.dir, "ddptarget.log")
 	f, err := os.Create(r.tlogPath)
 	if err != nil {
