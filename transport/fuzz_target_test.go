@@ -27,6 +27,7 @@ import (
 	"github.com/ddpstore/ddpstore/transport/login"
 	"github.com/ddpstore/ddpstore/transport/lu"
 	"github.com/ddpstore/ddpstore/transport/target"
+	"golang.org/x/sys/unix"
 )
 
 // FuzzTargetSession is a stateful network fuzzer of the target. For each
@@ -97,10 +98,11 @@ type fuzzRig struct {
 	goodISER, goodTCP *initiator.Session
 	sessions          int // connections of the well-behaved sessions
 	n                 atomic.Uint64
+	prev              [3]*fuzzSession // the inputs before, for the messages
 	isid              atomic.Uint64
 }
 
-func newFuzzRig(f *testing.F) *fuzzRig {
+func newFuzzRig(f testing.TB) *fuzzRig {
 	r := &fuzzRig{dev: iwarp.NewDevice(0)}
 	mk := func(id uint64, size int64) *lu.LU {
 		st, err := blockdev.NewMemory(size)
@@ -181,13 +183,19 @@ func newFuzzRig(f *testing.F) *fuzzRig {
 }
 
 // run plays one input and checks what it did.
-func (r *fuzzRig) run(t *testing.T, data []byte) {
+func (r *fuzzRig) run(t *testing.T, data []byte) (changed int) {
 	n := r.n.Add(1)
-	s := &fuzzSession{t: t, r: r, in: data, seedBase: uint32(n) * 0x10001}
+	// Only a fuzz session may write the fuzzed LUs: between inputs they are
+	// read-only, so a write made after the session ended (or by the
+	// well-behaved sessions) faults where it is made (a panic with its
+	// stack, or EFAULT from a system call) instead of being seen later.
+	r.protect(t, unix.PROT_READ|unix.PROT_WRITE)
+	s := &fuzzSession{t: t, r: r, in: data, input: append([]byte(nil), data...), seedBase: uint32(n) * 0x10001}
 	if len(data) > 0 {
 		s.flags = data[0]
 		s.in = data[1:]
 	}
+	t0 := time.Now()
 	var err error
 	if s.flags&fzTCP != 0 {
 		err = s.startTCP()
@@ -200,8 +208,10 @@ func (r *fuzzRig) run(t *testing.T, data []byte) {
 	for i := 0; i < 64 && len(s.in) > 0 && !s.dead.Load(); i++ {
 		s.op()
 	}
+	t1 := time.Now()
 	s.lost = s.dead.Load()
 	s.finish()
+	t2 := time.Now()
 	// Every connection of the input must end once the peer has closed.
 	deadline := time.Now().Add(15 * time.Second)
 	for r.srv.Sessions() != r.sessions {
@@ -212,12 +222,31 @@ func (r *fuzzRig) run(t *testing.T, data []byte) {
 		time.Sleep(time.Millisecond)
 	}
 	s.wg.Wait()
-	changed := r.check(t, s)
+	r.protect(t, unix.PROT_READ)
+	t3 := time.Now()
+	defer func() {
+		if path := os.Getenv("DDP_FUZZ_SLOWLOG"); path != "" && time.Since(t0) > 2*time.Second {
+			if f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+				fmt.Fprintf(f, "%q ops %v finish %v end %v good %v\n", data, t1.Sub(t0), t2.Sub(t1), t3.Sub(t2), time.Since(t3))
+				f.Close()
+			}
+		}
+	}()
+	changed = r.check(t, s)
 	if testing.Verbose() {
 		t.Logf("%d writes sent, %d LU octets changed, %d PDUs received, connection lost early: %v",
 			len(s.writes), changed, s.received.Load(), s.lost)
 	}
 	r.checkGood(t, n)
+	return changed
+}
+
+func (r *fuzzRig) protect(t *testing.T, prot int) {
+	for _, l := range r.lus {
+		if err := unix.Mprotect(l.Store().Mapping().Bytes(), prot); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // check compares the fuzzed LUs with the shadow: every changed octet must
@@ -236,12 +265,25 @@ func (r *fuzzRig) check(t *testing.T, s *fuzzSession) (changed int) {
 				for end < len(now) && now[end] != was[end] {
 					end++
 				}
-				t.Fatalf("LUN %d octet %d (block %d) changed from %#02x to %#02x, which the stream did not ask for (changed run [%d,%d)); writes sent: %s",
-					i, x, x/512, was[x], now[x], x, end, s.writesString(i))
+				late := ""
+				for k, p := range r.prev {
+					if p != nil && p.allowed(i, int64(x), now[x]) {
+						late = fmt.Sprintf(" (it is what the input %d before this one asked to write there: %s)", k+1, p.writesString(i))
+					}
+				}
+				for k, p := range r.prev {
+					if p != nil {
+						t.Logf("input %d before: %q", k+1, p.input)
+					}
+				}
+				t.Fatalf("LUN %d octet %d (block %d) changed from %#02x to %#02x, which the stream did not ask for (changed run [%d,%d): % x); writes sent: %s%s",
+					i, x, x/512, was[x], now[x], x, end, now[x:min(end, x+64)], s.writesString(i), late)
 			}
 		}
 		copy(was, now)
 	}
+	copy(r.prev[1:], r.prev[:])
+	r.prev[0] = s
 	return changed
 }
 
@@ -321,6 +363,7 @@ type fuzzSession struct {
 	t        *testing.T
 	r        *fuzzRig
 	in       []byte
+	input    []byte // all of it, for messages
 	flags    byte
 	seedBase uint32
 	nc       net.Conn
@@ -1169,16 +1212,17 @@ func (s *fuzzSession) nopPDU() []byte {
 
 func (s *fuzzSession) tmfPDU() []byte {
 	fn, ref, lunSel, snSel := s.b(), s.b(), s.b(), s.b()
+	// The referenced task: ref counts back from the last ITT sent.
+	refTT := uint32(ref)
+	if n := len(s.lastITTs); n > 0 && ref&0x80 == 0 {
+		refTT = s.lastITTs[n-1-int(ref)%n]
+	}
 	p := pdu(iscsi.OpTaskMgmtReq, func(b iscsi.BHS) {
 		b[1] = 0x80 | fn%16
 		b.SetITT(s.nextITT(false, 0))
 		b.SetLUN(s.lun(lunSel))
 		r, _ := iscsi.AsTaskMgmtReq(b)
-		if len(s.lastITTs) > 0 && ref&0x80 == 0 {
-			r.SetReferencedTaskTag(s.lastITTs[int(ref)%len(s.lastITTs)])
-		} else {
-			r.SetReferencedTaskTag(uint32(ref))
-		}
+		r.SetReferencedTaskTag(refTT)
 		r.SetRefCmdSN(s.cmdSN - uint32(ref%4))
 		b.SetImmediate(true)
 		iscsi.InitiatorSNs{BHS: b}.SetCmdSN(s.cmdSN)
@@ -1430,7 +1474,7 @@ func fuzzSeeds() []fuzzSeed {
 	writeImm := cmd(1, 48, 16, 0, 2, 0, 0, 0)     // 8 KiB, all immediate
 	writeBig := cmd(1, 64, 0xc4, 0, 2, 0, 0, 0)   // 64 KiB: immediate then solicited
 	writeShort := cmd(1, 80, 8, 4, 0, 0, 0, 0)    // EDTL a block short of the CDB
-	tmfAbort := []byte{5, 1, 0x7f, 0, 0}          // ABORT TASK of the last ITT
+	tmfAbort := []byte{5, 1, 0, 0, 0}             // ABORT TASK of the last ITT
 	logout := []byte{7, 0, 0}                     // close the session
 	nop := []byte{4, 0, 0, 3}                     // a ping with 120 octets
 	badCRC := []byte{10, 0, 5}                    // a Send whose CRC is wrong
@@ -1439,6 +1483,8 @@ func fuzzSeeds() []fuzzSeed {
 	spoilCRCOp := []byte{12, spoilCRC}            // the next answer spoiled
 	dataOut := []byte{8, 0x00, 0x10, 0, 16, 0x80} // an unsolicited Data-Out
 	wait := []byte{11, 10}
+	abortUnanswered := cat(fzTCP, []byte{12, spoilSkip}, cmd(1, 0, 0xff, 0, 0, 0, 0, 0), wait, tmfAbort, wait,
+		cmd(1, 1800, 63, 0, 0, 0, 0, 0), []byte{11, 31, 11, 31, 11, 31, 11, 31, 11, 31})
 	return []fuzzSeed{
 		{"iser-read", cat(0, read)},
 		{"iser-write", cat(0, write, writeImm, writeBig, read)},
@@ -1458,6 +1504,7 @@ func fuzzSeeds() []fuzzSeed {
 		{"tcp-bad-header-digest", cat(fzTCP|fzHdrDigest, write, wait, []byte{10, 0, 0}, read)},
 		{"tcp-unsolicited-data-out", cat(fzTCP, write, wait, dataOut)},
 		{"tcp-half-burst-abort", cat(fzTCP, spoilHalfOp, writeBig, wait, tmfAbort, wait, write)},
+		{"tcp-abort-unanswered-r2t", abortUnanswered},
 	}
 }
 
@@ -1485,5 +1532,23 @@ func TestFuzzTargetSeeds(t *testing.T) {
 		if string(got) != want {
 			t.Errorf("seed %s: the file differs from fuzzSeeds (DDP_WRITE_FUZZ_SEEDS=1 rewrites it)", s.name)
 		}
+	}
+}
+
+// TestAbortWithR2TOutstanding: over iSCSI/TCP, a WRITE whose R2T the
+// initiator never answers, aborted, gives its staging back at once: a
+// WRITE after it that needs that staging runs. (The target used to wait
+// for the aborted task's data for the rest of the session, so every
+// command needing staging after it waited forever.)
+func TestAbortWithR2TOutstanding(t *testing.T) {
+	var in []byte
+	for _, s := range fuzzSeeds() {
+		if s.name == "tcp-abort-unanswered-r2t" {
+			in = s.data
+		}
+	}
+	r := newFuzzRig(t)
+	if changed := r.run(t, in); changed < 63*512*9/10 { // a few octets are equal by chance
+		t.Fatalf("%d LU octets changed: the 63-block WRITE after the abort did not run", changed)
 	}
 }

@@ -217,6 +217,11 @@ func (t *iserTransport) fetch(ti int32, dst int, off, n uint32) error {
 	return nil
 }
 
+// cancel gives up nothing: RDMA Reads are answered by the initiator's
+// RNIC, or flushed when the connection ends, and complete through
+// Completed either way.
+func (t *iserTransport) cancel(int32) int { return 0 }
+
 // dataIn posts an RDMA Write of the read data into the initiator's buffer
 // (RFC 7145 section 7.3.3), straight from the store's mapping when the data
 // is the store's.

@@ -194,6 +194,16 @@ func (c *conn) taskMgmt(bhs iscsi.BHS) error {
 func (c *conn) abort(ti int32) {
 	t := &c.tasks[ti]
 	t.aborted = true
+	if t.reads > 0 {
+		// Over TCP the initiator need not send the data of an aborted
+		// task (RFC 7143 section 11.5.1): waiting for it would hold the
+		// task and its staging for the life of the session, and the
+		// commands behind it that need staging would never run.
+		if n := c.tr.cancel(ti); n > 0 {
+			t.reads -= n
+			t.failed = true
+		}
+	}
 	if t.windowed {
 		t.windowed = false
 		c.busy--

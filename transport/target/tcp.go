@@ -56,6 +56,8 @@ type tcpTransport struct {
 	mu sync.Mutex
 	xf []tcpTask
 
+	scratch []byte // the reader's, for discarded Data-Out data
+
 	peerMaxSeg  uint32 // the initiator's MaxRecvDataSegmentLength
 	extendedAt  time.Time
 	disconnects bool
@@ -77,6 +79,13 @@ type tcpTask struct {
 	burst  tcpBurst
 	got    uint32 // octets of it received
 	dataSN uint32 // the next Data-Out's DataSN
+	// reading: the reader is reading a Data-Out's data into the burst's
+	// staging; cancelled: the task was aborted meanwhile, and the reader
+	// ends the burst when that read is done. deadTTT is the TTT of the
+	// last burst cancelled, whose Data-Out PDUs still in flight are
+	// discarded (under mu).
+	reading, cancelled bool
+	deadTTT            uint32
 }
 
 // tcpBurst is a span of write data: octets [off, off+n) of the command's
@@ -88,11 +97,12 @@ type tcpBurst struct {
 
 // tcpRx is what the reader hands the loop.
 type tcpRx struct {
-	kind int
-	buf  int   // rxPDU: receive buffer
-	n    int   // rxPDU: BHS and data segment octets in it
-	ti   int32 // rxBurst: the task whose burst is in
-	err  error // rxEnd
+	kind      int
+	buf       int   // rxPDU: receive buffer
+	n         int   // rxPDU: BHS and data segment octets in it
+	ti        int32 // rxBurst: the task whose burst is in
+	cancelled bool  // rxBurst: the burst ended because its task was aborted
+	err       error // rxEnd
 }
 
 const (
@@ -116,6 +126,7 @@ func (c *conn) serveTCP(nc net.Conn) {
 		loginAck: make(chan struct{}), quit: make(chan struct{}), readDone: make(chan struct{}),
 		xf: make([]tcpTask, n), peerMaxSeg: loginData}
 	for i := 0; i < n; i++ {
+		t.xf[i].deadTTT = iscsi.ReservedITT
 		t.slots = append(t.slots, make([]byte, iscsi.BHSLen+loginData+4))
 		t.rbufs = append(t.rbufs, make([]byte, iscsi.BHSLen+t.maxRecv))
 		t.free <- i
@@ -160,7 +171,9 @@ func (t *tcpTransport) loop(wake <-chan bool, tick <-chan time.Time) error {
 				}
 			case rxBurst:
 				t.xf[m.ti].r2tOut = false
-				if err = t.solicit(m.ti); err == nil {
+				if m.cancelled {
+					c.fetched(m.ti, false)
+				} else if err = t.solicit(m.ti); err == nil {
 					c.fetched(m.ti, true)
 				}
 			case rxEnd:
@@ -282,24 +295,56 @@ func (t *tcpTransport) dataOut(bhs iscsi.BHS) error {
 	ok := ttt != iscsi.ReservedITT && int(ti) < len(t.xf)
 	var x *tcpTask
 	var dst []byte
+	discard := false
 	if ok {
 		x = &t.xf[ti]
 		off := d.BufferOffset()
-		ok = x.active && x.ttt == ttt && x.itt == bhs.ITT() && off == x.burst.off+x.got &&
+		ok = x.active && !x.cancelled && x.ttt == ttt && x.itt == bhs.ITT() && off == x.burst.off+x.got &&
 			uint64(off)+uint64(dsl) <= uint64(x.burst.off)+uint64(x.burst.n) && d.DataSN() == x.dataSN
 		if ok {
 			p := x.burst.dst + int(off-x.burst.off)
 			dst = t.stage.Bytes()[p : p+dsl]
+			x.reading = true
+		} else if x.deadTTT == ttt || x.cancelled && x.ttt == ttt {
+			// Data of an aborted task, sent before the initiator knew:
+			// discarded (RFC 7143 section 11.5.1).
+			discard = true
 		}
 	}
 	t.mu.Unlock()
+	if discard {
+		if len(t.scratch) < dsl {
+			t.scratch = make([]byte, t.maxRecv)
+		}
+		if err := t.r.Data(t.scratch[:dsl]); err != nil {
+			return fmt.Errorf("%w: %v (Data-Out of an aborted task, ITT %#x)", errProtocol, err, bhs.ITT())
+		}
+		return nil
+	}
 	if !ok {
 		return fmt.Errorf("%w: Data-Out (ITT %#x, TTT %#x, offset %d, DataSN %d, %d octets) that no R2T asked for",
 			errProtocol, bhs.ITT(), ttt, d.BufferOffset(), d.DataSN(), dsl)
 	}
 	itt, final := bhs.ITT(), bhs.Final() // bhs is the Reader's: read before Data
-	if err := t.r.Data(dst); err != nil {
+	err := t.r.Data(dst)
+	t.mu.Lock()
+	x.reading = false
+	cancelled := x.cancelled
+	if cancelled {
+		// Its task was aborted during the read: the staging is no longer
+		// written, and the loop may let it go.
+		x.cancelled, x.active, x.deadTTT = false, false, x.ttt
+	}
+	t.mu.Unlock()
+	if err != nil {
 		return fmt.Errorf("%w: %v (Data-Out, ITT %#x)", errProtocol, err, itt)
+	}
+	if cancelled {
+		select {
+		case t.rx <- tcpRx{kind: rxBurst, ti: ti, cancelled: true}:
+		case <-t.quit:
+		}
+		return nil
 	}
 	t.mu.Lock()
 	x.got += uint32(dsl)
@@ -388,6 +433,32 @@ func (t *tcpTransport) fetch(ti int32, dst int, off, n uint32) error {
 		return nil
 	}
 	return t.solicit(ti)
+}
+
+// cancel gives up task ti's bursts: those queued, and the solicited one
+// unless its completion is already on its way to the loop or the reader is
+// reading its data into the staging right now (then the reader ends it
+// when that read is done). Data-Out PDUs for it still in flight are
+// discarded.
+func (t *tcpTransport) cancel(ti int32) int {
+	x := &t.xf[ti]
+	n := len(x.queue)
+	x.queue = x.queue[:0]
+	if !x.r2tOut {
+		return n
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case !x.active:
+		// Complete: its rxBurst comes and is counted as usual.
+	case x.reading:
+		x.cancelled = true
+	default:
+		x.active, x.deadTTT, x.r2tOut = false, x.ttt, false
+		n++
+	}
+	return n
 }
 
 // solicit sends the R2T for the task's next queued burst, if any.

@@ -50,6 +50,12 @@ type transport interface {
 	// fetch asks for octets [off, off+n) of task ti's write data, into
 	// staging()[dst:]; the transport calls fetched(ti, ok) when they are in.
 	fetch(ti int32, dst int, off, n uint32) error
+	// cancel stops waiting for task ti's write data (the task is aborted).
+	// It returns how many of the task's outstanding fetches it gave up at
+	// once, whose fetched will never be called; any other ends as usual
+	// through fetched (over TCP, with ok false, a burst whose data was
+	// being read into the staging at that moment).
+	cancel(ti int32) int
 	// dataIn sends n octets of task ti's read data from src.
 	dataIn(ti int32, src dataRef, n uint32) error
 	// staging is the region where write data and data-in that is not the
