@@ -38,6 +38,10 @@ type RemoteTarget struct {
 	Transport string   // TransportTCP (default), TransportSCTP, TransportSCTPUDP or TransportISCSITCP
 	LUNs      []int    // the LUNs to use, distinct, 0..MaxLUNID; nil: every LUN the target reports
 	CHAP      *CHAP    // nil: no authentication
+	// HeaderDigest and DataDigest offer CRC32C digests (RFC 7143 13.1) on
+	// an iscsi-tcp target (YAML: header_digest, data_digest: crc32c or
+	// none, the default). iSER carries none: MPA's CRC covers its frames.
+	HeaderDigest, DataDigest bool
 }
 
 // Mount holds the FUSE options of ddpinitiator mount and attach (YAML:
@@ -145,7 +149,8 @@ func (c *Initiator) FindTarget(name string) (*RemoteTarget, error) {
 
 var (
 	initiatorFields    = []string{"initiator_name", "targets", "discovery_chap", "queue_depth", "buffers", "mpa", "mount", "recovery_timeout", "nop", "log", "metrics"}
-	remoteTargetFields = []string{"name", "portals", "transport", "luns", "chap"}
+	remoteTargetFields = []string{"name", "portals", "transport", "luns", "chap", "header_digest", "data_digest"}
+	digestValues       = []string{"crc32c", "none"}
 	mountFields        = []string{"direct_io", "max_write", "allow_other"}
 	nopFields          = []string{"interval", "timeout"}
 )
@@ -277,6 +282,23 @@ func (d *decoder) remoteTarget(item *yaml.Node, path string, names map[string]st
 	}
 	if cf, has := f["chap"]; has {
 		t.CHAP = d.chap(cf, join(path, "chap"), secrets)
+	}
+	for _, k := range []struct {
+		key string
+		on  *bool
+	}{{"header_digest", &t.HeaderDigest}, {"data_digest", &t.DataDigest}} {
+		kf, has := f[k.key]
+		if !has {
+			continue
+		}
+		v, ok := d.oneOf(kf, join(path, k.key), "a digest", digestValues)
+		if !ok {
+			continue
+		}
+		*k.on = v == "crc32c"
+		if *k.on && t.Transport != TransportISCSITCP {
+			d.errorf(d.resolve(kf.val), join(path, k.key), "only iscsi-tcp targets use iSCSI digests: over %s, MPA's CRC covers every frame (set mpa.crc)", t.Transport)
+		}
 	}
 	return t
 }
@@ -660,6 +682,12 @@ func (c *Initiator) Marshal() ([]byte, error) {
 		}
 		if t.CHAP != nil {
 			add(tm, "chap", chapNode(t.CHAP))
+		}
+		if t.HeaderDigest {
+			add(tm, "header_digest", strNode("crc32c"))
+		}
+		if t.DataDigest {
+			add(tm, "data_digest", strNode("crc32c"))
 		}
 		targets.Content = append(targets.Content, tm)
 	}

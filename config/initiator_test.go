@@ -302,6 +302,9 @@ func randomInitiator(r *rand.Rand) *Initiator {
 		if r.IntN(2) == 0 {
 			rt.CHAP = randomCHAP(r, i)
 		}
+		if rt.Transport == TransportISCSITCP {
+			rt.HeaderDigest, rt.DataDigest = r.IntN(2) == 0, r.IntN(2) == 0
+		}
 		c.Targets = append(c.Targets, rt)
 	}
 	if !c.usesTCP() {
@@ -405,8 +408,12 @@ func TestInitiatorMessages(t *testing.T) {
 		{"metrics unknown", head + "metrics: {listen: ':9741', path: /m}\n", `bad.yaml:3:28: metrics: unknown field "path"; the fields of metrics are listen`},
 		{"metrics wildcard ok, bad port", head + "metrics:\n  listen: '[::1]:99999'\n", "bad.yaml:4: metrics.listen: "},
 		{"unknown top", head + "iodepth: 32\n", `bad.yaml:3: unknown field "iodepth"; the fields of an initiator configuration are initiator_name, targets, discovery_chap, queue_depth, buffers, mpa, mount, recovery_timeout, nop, log and metrics`},
+		{"digest over iSER", "initiator_name: iqn.2026-11.io.ddpstore:h\ntargets:\n  - name: iqn.2026-11.io.ddpstore:t\n    portals: [127.0.0.1:3260]\n    header_digest: crc32c\n",
+			"bad.yaml:5: targets[0].header_digest: only iscsi-tcp targets use iSCSI digests: over tcp, MPA's CRC covers every frame"},
+		{"bad digest", "initiator_name: iqn.2026-11.io.ddpstore:h\ntargets:\n  - name: iqn.2026-11.io.ddpstore:t\n    portals: [127.0.0.1:3260]\n    transport: iscsi-tcp\n    data_digest: crc\n",
+			`bad.yaml:6: targets[0].data_digest: "crc" is not a digest`},
 		{"unknown target", "initiator_name: iqn.2026-11.io.ddpstore:h\ntargets:\n  - name: iqn.2026-11.io.ddpstore:t\n    portal: [127.0.0.1:3260]\n",
-			`bad.yaml:4: targets[0]: unknown field "portal" (did you mean "portals"?); the fields of a target are name, portals, transport, luns and chap`},
+			`bad.yaml:4: targets[0]: unknown field "portal" (did you mean "portals"?); the fields of a target are name, portals, transport, luns, chap, header_digest and data_digest`},
 		{"unknown mount", head + "mount: {maxwrite: 1MiB}\n", `bad.yaml:3:9: mount: unknown field "maxwrite" (did you mean "max_write"?); the fields of mount are direct_io, max_write and allow_other`},
 		{"unknown nop", head + "nop: {every: 5s}\n", `bad.yaml:3:7: nop: unknown field "every"; the fields of nop are interval and timeout`},
 		{"initiator misspelt", "initiator: iqn.2026-11.io.ddpstore:h\ntargets: []\n", `bad.yaml:1: unknown field "initiator" (did you mean "initiator_name"?)`},

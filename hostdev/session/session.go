@@ -34,8 +34,11 @@ func Config(conf *config.Initiator, target string, cfg initiator.Config, chap *c
 	}
 	if target != "" {
 		cfg.RecoveryTimeout = conf.RecoveryTimeout
-		if t, err := conf.FindTarget(target); err == nil && t.CHAP != nil {
-			cfg.CHAP = loginCHAP(t.CHAP)
+		if t, err := conf.FindTarget(target); err == nil {
+			if t.CHAP != nil {
+				cfg.CHAP = loginCHAP(t.CHAP)
+			}
+			cfg.HeaderDigest, cfg.DataDigest = t.HeaderDigest, t.DataDigest
 		}
 	} else if conf.DiscoveryCHAP != nil {
 		cfg.CHAP = loginCHAP(conf.DiscoveryCHAP)

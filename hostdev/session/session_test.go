@@ -50,8 +50,13 @@ func TestConfigTarget(t *testing.T) {
 		t.Errorf("CHAP %+v: want the command line's", got.CHAP)
 	}
 
-	if got = Config(c, "iqn.2024-01.org.example:b", initiator.Config{}, nil); got.CHAP != nil {
-		t.Errorf("a target without CHAP gets %+v", got.CHAP)
+	if got = Config(c, "iqn.2024-01.org.example:b", initiator.Config{}, nil); got.CHAP != nil || got.HeaderDigest || got.DataDigest {
+		t.Errorf("a target without CHAP or digests gets %+v, digests %v %v", got.CHAP, got.HeaderDigest, got.DataDigest)
+	}
+	c.Targets = append(c.Targets, config.RemoteTarget{Name: "iqn.2024-01.org.example:c", Portals: []string{"10.0.0.4:3260"},
+		Transport: config.TransportISCSITCP, HeaderDigest: true, DataDigest: true})
+	if got = Config(c, "iqn.2024-01.org.example:c", initiator.Config{}, nil); !got.HeaderDigest || !got.DataDigest {
+		t.Errorf("the configured digests are not offered: %v %v", got.HeaderDigest, got.DataDigest)
 	}
 	c.NOP.Interval = 0
 	if got = Config(c, "iqn.2024-01.org.example:b", initiator.Config{}, nil); got.NopInterval >= 0 {

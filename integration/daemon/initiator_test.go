@@ -136,7 +136,7 @@ targets:
 		t.Fatalf("bench over iscsi-tcp: exit %d\n%s", code, out)
 	}
 	icfg := filepath.Join(dir, "initiator.yaml")
-	os.WriteFile(icfg, []byte(fmt.Sprintf("initiator_name: %s\ntargets:\n  - name: iqn.2026-11.io.ddpstore:disk1\n    portals: [%s]\n    transport: iscsi-tcp\n", initiatorName, tcpAddr)), 0o644)
+	os.WriteFile(icfg, []byte(fmt.Sprintf("initiator_name: %s\ntargets:\n  - name: iqn.2026-11.io.ddpstore:disk1\n    portals: [%s]\n    transport: iscsi-tcp\n    header_digest: crc32c\n    data_digest: crc32c\n", initiatorName, tcpAddr)), 0o644)
 	if out, code := run(ini, "bench", "--config", icfg, "--rw", "randrw", "--verify", "--runtime", "1s", "--iodepth", "4", "--json"); code != 0 || !strings.Contains(out, `"verify_errors": 0`) {
 		t.Fatalf("bench over iscsi-tcp from the configuration: exit %d\n%s", code, out)
 	}
