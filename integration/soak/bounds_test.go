@@ -47,8 +47,11 @@ type bound struct {
 }
 
 // bounds are the soak's; docs/operations.md says why these numbers.
+// Resident memory is judged without file pages ("anon"): VmRSS also counts
+// the pages of the file LUNs the target has mapped, which grow toward the
+// LUNs' size as I/O touches them (slowly, in a slow run) and are page
+// cache, not the process's memory.
 var bounds = []bound{
-	{Metric: "rss", Ratio: 1.25, Slack: 48 << 20, get: func(s sample) float64 { return float64(s.RSS) }, unit: mib},
 	{Metric: "anon", Ratio: 1.25, Slack: 32 << 20, get: func(s sample) float64 { return float64(s.Anon) }, unit: mib},
 	{Metric: "vm", Ratio: 1.1, Slack: 256 << 20, get: func(s sample) float64 { return float64(s.VM) }, unit: mib},
 	{Metric: "fds", Ratio: 1, Slack: 4, get: func(s sample) float64 { return float64(s.FDs) }, unit: count},
@@ -192,7 +195,11 @@ func TestJudge(t *testing.T) {
 		t.Errorf("one goroutine per 4 s: %v", v.Violations)
 	}
 	memLeak := func(i int) sample { x := flat(i); x.RSS += int64(i) << 20; x.Anon += int64(i) << 20; return x }
-	if v := judge(mk(200, memLeak)); len(v.Violations) != 2 || !strings.Contains(v.Violations[0], "rss") || !strings.Contains(v.Violations[1], "anon") {
+	fileWarm := func(i int) sample { x := flat(i); x.RSS += int64(i) << 20; return x } // LUN pages mapped
+	if v := judge(mk(200, fileWarm)); len(v.Violations) != 0 {
+		t.Errorf("file pages: %v", v.Violations)
+	}
+	if v := judge(mk(200, memLeak)); len(v.Violations) != 1 || !strings.Contains(v.Violations[0], "anon") {
 		t.Errorf("1 MiB per second: %v", v.Violations)
 	}
 	mapLeak := func(i int) sample { x := flat(i); x.VM += int64(i/10) * 64 << 20; return x }
