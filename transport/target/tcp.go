@@ -50,6 +50,10 @@ type tcpTransport struct {
 	digests tcpconn.Digests
 	w       tcpconn.Writer
 	r       tcpconn.Reader
+	// dataInHeld: dataIn left its Data-In PDUs in w's batch, with room for
+	// one more PDU: the SCSI Response that the core posts next goes out
+	// with them in one writev.
+	dataInHeld bool
 
 	// xf is each task's write data solicitation. The burst fields are
 	// read and advanced by the reader under mu; the rest is the loop's.
@@ -392,7 +396,10 @@ func (t *tcpTransport) disconnect()             { t.disconnects = true }
 // postPDU writes the PDU with its digests.
 func (t *tcpTransport) postPDU(slot, n int, _ int32) error {
 	b := t.slots[slot][:n]
-	t.w.Begin(1)
+	if !t.dataInHeld {
+		t.w.Begin(1)
+	}
+	t.dataInHeld = false
 	t.w.Append(iscsi.BHS(b[:iscsi.BHSLen]), b[iscsi.BHSLen:])
 	t.done = append(t.done, slot)
 	return t.write()
@@ -494,8 +501,11 @@ func (t *tcpTransport) solicit(ti int32) error {
 	return t.write()
 }
 
-// dataIn sends the read data in Data-In PDUs of at most the initiator's
-// MaxRecvDataSegmentLength, in one writev; the SCSI Response follows.
+// dataIn frames the read data in Data-In PDUs of at most the initiator's
+// MaxRecvDataSegmentLength and holds them: the SCSI Response the core
+// posts next (scsi.go: nothing else is written between the two) joins
+// them, and the whole read goes out in one writev, one system call and
+// one wake-up of the initiator fewer per read.
 func (t *tcpTransport) dataIn(ti int32, src dataRef, n uint32) error {
 	var data []byte
 	if src.lu != nil {
@@ -506,7 +516,11 @@ func (t *tcpTransport) dataIn(ti int32, src dataRef, n uint32) error {
 	x := &t.xf[ti]
 	seg := int(t.peerMaxSeg)
 	k := (len(data) + seg - 1) / seg
-	t.w.Begin(k)
+	if t.dataInHeld {
+		return fmt.Errorf("target: Data-In framed while another read's wait for their SCSI Response")
+	}
+	t.w.Begin(k + 1) // and the SCSI Response
+	t.dataInHeld = true
 	for i := 0; i < k; i++ {
 		part := data[i*seg : min((i+1)*seg, len(data))]
 		d, _ := iscsi.NewSCSIDataIn(t.w.Header())
@@ -521,7 +535,7 @@ func (t *tcpTransport) dataIn(ti int32, src dataRef, n uint32) error {
 		d.SetBufferOffset(uint32(i * seg))
 		t.w.Append(d.BHS, part)
 	}
-	return t.write()
+	return nil
 }
 
 // ServeTCP accepts iSCSI connections over TCP (RFC 7143, without iSER) on
