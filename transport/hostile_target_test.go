@@ -750,6 +750,22 @@ func hostileCases() []hostileCase {
 			x1.judge(t) // the first command's buffer kept its data
 			_ = h2
 		}},
+		{name: "read/rdma-write-right-after-its-send-with-invalidate", run: func(t *testing.T, _ *fakeTarget, fc *fakeConn, s *initiator.Session) {
+			// The Invalidate takes effect in the RNIC before the next
+			// segment is looked at: the late Write cannot land.
+			x := read(t, s)
+			h, cmd := expectCommand(t, fc)
+			readData(t, fc, h, x, hostileN)
+			fc.respond(cmd, nil, nil, mem.STag(h.ReadSTag()))
+			fc.write(h.ReadSTag(), h.ReadBaseOffset(), hostilePattern(hostileN, 0x66))
+			if !fc.terminated(5 * time.Second) {
+				t.Fatal("a Write after the Send with Invalidate was not terminated")
+			}
+			if err := x.wait(t, 10*time.Second); err != nil {
+				t.Logf("caller's error: %v", err) // the Terminate may beat the completion
+			}
+			x.judge(t)
+		}},
 		{name: "read/rdma-write-after-an-abort", cfg: func(c *initiator.Config) { c.NopTimeout = 2 * time.Second }, run: func(t *testing.T, _ *fakeTarget, fc *fakeConn, s *initiator.Session) {
 			ctx, cancel := context.WithCancel(bg())
 			x := startIO(t, s, initiator.DataIn, ctx)
