@@ -442,3 +442,84 @@ func TestConcurrentFastRegister(t *testing.T) {
 	}
 	t.Logf("%d checks, %d hits, %v", checks.Load(), hits.Load(), time.Since(start))
 }
+
+// Deregistering fast-register MRs while Readers check and place through
+// their current STags: once Deregister returns no Reader holds the memory,
+// which is then unmapped (a Reader inside it would fault); the index comes
+// back for the next MR with a key other than the last one.
+func TestFastRegisterDeregisterUnderReaders(t *testing.T) {
+	rounds := 40
+	if testing.Short() {
+		rounds = 10
+	}
+	tab := NewTable(0)
+	pd := NewPD()
+	type pub struct {
+		stag STag
+		base uint64
+		live *atomic.Bool
+	}
+	var cur atomic.Pointer[pub]
+	cur.Store(&pub{live: new(atomic.Bool)})
+	var stop atomic.Bool
+	var hits atomic.Int64
+	var rg sync.WaitGroup
+	for range 3 {
+		r := tab.NewReader()
+		rg.Go(func() {
+			defer r.Close()
+			for !stop.Load() {
+				p := cur.Load()
+				r.Enter()
+				if b, f := r.Check(p.stag, pd, p.base, 64, RemoteWrite); f == FaultNone {
+					if !p.live.Load() {
+						t.Error("a Check succeeded on a deregistered MR")
+					}
+					for i := range b {
+						b[i]++ // faults if unmapped under us
+					}
+					runtime.Gosched()
+					if !p.live.Load() {
+						t.Error("an MR was deregistered under a Reader that held it")
+					}
+					hits.Add(1)
+				}
+				r.Exit()
+			}
+		})
+	}
+	all := LocalWrite | RemoteWrite | RemoteInvalidate
+	for i := 0; i < rounds; i++ {
+		m, err := Anonymous(pageSize)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mr := registerFast(t, tab, pd, m, 0, pageSize, all, VABased)
+		live := new(atomic.Bool)
+		live.Store(true)
+		for j := 0; j < 3; j++ {
+			stag := fastRegister(t, tab, mr, 64*j, 64, all)
+			cur.Store(&pub{stag: stag, base: mr.BaseTO(), live: live})
+			time.Sleep(20 * time.Microsecond)
+			if j < 2 {
+				tab.Invalidate(stag, pd)
+			}
+		}
+		// Deregister with the last STag still valid and published.
+		if err := tab.Deregister(context.Background(), mr); err != nil {
+			t.Fatal(err)
+		}
+		live.Store(false)
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop.Store(true)
+	rg.Wait()
+	if hits.Load() == 0 {
+		t.Error("no Check hit a registration: the test tested nothing")
+	}
+	if tab.Registered() != 0 {
+		t.Errorf("%d MRs left registered", tab.Registered())
+	}
+}
