@@ -206,17 +206,42 @@ func haveExt4(t *testing.T) *ext4 {
 	return &ext4{root: root}
 }
 
-func (e *ext4) mkfs(t *testing.T, dev string) {
+// mkfs makes ext4 on dev, of size (mke2fs's fs-size: "64M") when given,
+// else filling it.
+func (e *ext4) mkfs(t *testing.T, dev string, size ...string) {
 	t.Helper()
-	lib := filepath.Join(e.root, "lib")
-	cmd := exec.Command(filepath.Join(lib, "ld-linux-x86-64.so.2"), "--library-path", lib,
-		filepath.Join(e.root, "bin", "mke2fs"), "-t", "ext4", "-F", "-q", dev)
+	cmd := e.command("mke2fs", append([]string{"-t", "ext4", "-F", "-q", dev}, size...)...)
 	cmd.Env = append(os.Environ(), "MKE2FS_CONFIG="+filepath.Join(e.root, "mke2fs.conf"))
 	start := time.Now()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("mkfs.ext4 %s: %v\n%s", dev, err, out)
 	}
 	t.Logf("mkfs.ext4 %s: %.1f s", dev, time.Since(start).Seconds())
+}
+
+// command runs a program the host copied into e2fs/bin with the
+// libraries beside it.
+func (e *ext4) command(name string, args ...string) *exec.Cmd {
+	lib := filepath.Join(e.root, "lib")
+	return exec.Command(filepath.Join(lib, "ld-linux-x86-64.so.2"), append([]string{"--library-path", lib,
+		filepath.Join(e.root, "bin", name)}, args...)...)
+}
+
+// fsck runs e2fsck -fn on img (a device or the image file a target
+// serves) and fails unless it finds the file system clean (exit 0).
+func (e *ext4) fsck(t *testing.T, img string) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(e.root, "bin", "e2fsck")); err != nil {
+		t.Errorf("no e2fsck from the host: %s is not checked", img)
+		return
+	}
+	start := time.Now()
+	out, err := e.command("e2fsck", "-f", "-n", img).CombinedOutput()
+	if err != nil {
+		t.Errorf("e2fsck -fn %s: %v (exit 0 is clean; 4 has errors left uncorrected)\n%s", img, err, out)
+		return
+	}
+	t.Logf("e2fsck -fn %s: clean in %.1f s\n%s", img, time.Since(start).Seconds(), out)
 }
 
 func mountExt4(t *testing.T, dev, dir string) {

@@ -15,7 +15,9 @@ import (
 // the store, discard as UNMAP, a connection dropped and replaced with
 // NBD_CMD_RECONFIGURE), then through "ddpinitiator attach --nbd" as an
 // operator runs it (ext4 made, written, refused detach while mounted,
-// read back, detached, logged out).
+// read back, detached, logged out), then of ddptarget run as a process on
+// a file (fio verify raw and on ext4, the target killed mid-write and
+// restarted; processRoundTrip).
 func TestGuestNBD(t *testing.T) {
 	inGuest(t)
 	l := newLab(t)
@@ -62,4 +64,5 @@ func TestGuestNBD(t *testing.T) {
 		}
 	})
 	t.Run("Command", func(t *testing.T) { commandRoundTrip(t, "nbd", l) })
+	t.Run("Process", func(t *testing.T) { processRoundTrip(t, "nbd") })
 }

@@ -16,7 +16,8 @@ import (
 // the store, discard as UNMAP, stop and delete), then through
 // "ddpinitiator attach --ublk" as an operator runs it (ext4 made,
 // written, refused detach while mounted, read back, detached, logged
-// out).
+// out), then of ddptarget run as a process on a file (fio verify raw and
+// on ext4, the target killed mid-write and restarted; processRoundTrip).
 func TestGuestUblk(t *testing.T) {
 	inGuest(t)
 	l := newLab(t)
@@ -52,4 +53,5 @@ func TestGuestUblk(t *testing.T) {
 		}
 	})
 	t.Run("Command", func(t *testing.T) { commandRoundTrip(t, "ublk", l) })
+	t.Run("Process", func(t *testing.T) { processRoundTrip(t, "ublk") })
 }

@@ -20,7 +20,9 @@ import (
 const (
 	guestBinary  = "blockdevs.test"
 	initiatorBin = "ddpinitiator"
-	e2fsDir      = "e2fs"    // bin/mke2fs, lib/*.so*, mke2fs.conf
+	targetBin    = "ddptarget"
+	e2fsDir      = "e2fs"    // bin/mke2fs, bin/e2fsck, lib/*.so*, mke2fs.conf
+	fioDir       = "fio"     // bin/fio, lib/*.so*
 	modulesDir   = "modules" // *.ko and modules.order
 	modulesList  = "modules.order"
 )
@@ -40,20 +42,23 @@ func runGuest(t *testing.T, test, module string) {
 	lab := vmlab.Host(t)
 	dir := t.TempDir()
 	vmlab.BuildTest(t, ".", filepath.Join(dir, guestBinary))
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, initiatorBin), "github.com/ddpstore/ddpstore/cmd/ddpinitiator")
+	build := exec.Command("go", "build", "-o", dir+"/", "github.com/ddpstore/ddpstore/cmd/ddpinitiator", "github.com/ddpstore/ddpstore/cmd/ddptarget")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building ddpinitiator for the guest: %v\n%s", err, out)
+		t.Fatalf("building ddpinitiator and ddptarget for the guest: %v\n%s", err, out)
 	}
 	if err := copyE2fs(filepath.Join(dir, e2fsDir)); err != nil {
 		t.Logf("no mke2fs for the guest (%v): it verifies the raw device only", err)
+	}
+	if err := copyFio(t, filepath.Join(dir, fioDir)); err != nil {
+		t.Logf("no fio for the guest (%v): its fio verify runs skip", err)
 	}
 	if err := copyModules(filepath.Join(dir, modulesDir)); err != nil {
 		t.Logf("no ext4 module for the guest (%v): it verifies the raw device only", err)
 	}
 	start := time.Now()
-	out, err := vmlab.Run(t, lab, "-d", dir, "-t", "400", "-M", module, "--",
-		"./"+guestBinary, "-test.v", "-test.count=1", "-test.timeout=6m", "-test.run", "^"+test+"$")
+	out, err := vmlab.Run(t, lab, "-d", dir, "-t", "600", "-M", module, "--",
+		"./"+guestBinary, "-test.v", "-test.count=1", "-test.timeout=9m", "-test.run", "^"+test+"$")
 	t.Logf("guest output (%.1f s, boot included):\n%s", time.Since(start).Seconds(), out)
 	if err != nil {
 		t.Fatalf("guest test: %v (exit 124 is run-vm.sh's limit)", err)
@@ -63,49 +68,104 @@ func runGuest(t *testing.T, test, module string) {
 	}
 }
 
-// copyE2fs copies mke2fs, every library it loads and the dynamic loader
-// into dst/bin and dst/lib, and its configuration; the host is Debian
-// bookworm like the guest.
+// copyE2fs copies mke2fs and e2fsck with every library they load and
+// the dynamic loader into dst/bin and dst/lib, and mke2fs's configuration;
+// the host is Debian bookworm like the guest.
 func copyE2fs(dst string) error {
-	bin, err := exec.LookPath("mke2fs")
-	if err != nil {
-		bin = "/usr/sbin/mke2fs"
+	var bins []string
+	for _, name := range []string{"mke2fs", "e2fsck"} {
+		bin, err := exec.LookPath(name)
+		if err != nil {
+			bin = "/usr/sbin/" + name
+		}
+		if _, err := os.Stat(bin); err != nil {
+			return err
+		}
+		bins = append(bins, bin)
 	}
-	if _, err := os.Stat(bin); err != nil {
+	if err := copyProgram(dst, bins...); err != nil {
 		return err
 	}
-	out, err := exec.Command("ldd", bin).Output()
-	if err != nil {
-		return fmt.Errorf("ldd %s: %v", bin, err)
+	if _, err := os.Stat("/etc/mke2fs.conf"); err == nil {
+		return linkOrCopy("/etc/mke2fs.conf", filepath.Join(dst, "mke2fs.conf"))
 	}
-	files := map[string]string{filepath.Join("bin", "mke2fs"): bin}
+	return nil
+}
+
+// copyFio brings Debian's fio, installed with apt-get when missing (as
+// root, like scripts/peers.sh), into dst with its libraries. Debian builds
+// fio with every engine linked in (rbd, gluster, nbd, rdma, pmem), so it
+// loads about 60 libraries, 80 MiB: linked rather than copied where the
+// file systems allow, and copied once into the guest's tmpfs there, since
+// loading them over 9p takes half a minute per run.
+func copyFio(t *testing.T, dst string) error {
+	bin, err := exec.LookPath("fio")
+	if err != nil && os.Geteuid() == 0 {
+		t.Log("installing fio with apt-get")
+		cmd := exec.Command("apt-get", "install", "-y", "-qq", "--no-install-recommends", "fio")
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("apt-get install fio: %v\n%s", err, out)
+		}
+		bin, err = exec.LookPath("fio")
+	}
+	if err != nil {
+		return err
+	}
+	return copyProgram(dst, bin)
+}
+
+// copyProgram puts the programs bins into dst/bin, and every library ldd
+// says they load, the dynamic loader included, into dst/lib, where the
+// guest runs them as dst/lib/ld-linux-x86-64.so.2 --library-path dst/lib.
+func copyProgram(dst string, bins ...string) error {
+	files := map[string]string{}
 	soRE := regexp.MustCompile(`^\s*(?:(\S+) => )?(/\S+) \(0x`)
-	for _, line := range strings.Split(string(out), "\n") {
-		if m := soRE.FindStringSubmatch(line); m != nil {
-			name := m[1]
-			if name == "" {
-				name = filepath.Base(m[2])
+	for _, bin := range bins {
+		files[filepath.Join("bin", filepath.Base(bin))] = bin
+		out, err := exec.Command("ldd", bin).Output()
+		if err != nil {
+			return fmt.Errorf("ldd %s: %v", bin, err)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if m := soRE.FindStringSubmatch(line); m != nil {
+				name := m[1]
+				if name == "" {
+					name = filepath.Base(m[2])
+				}
+				files[filepath.Join("lib", name)] = m[2]
 			}
-			files[filepath.Join("lib", name)] = m[2]
 		}
 	}
-	if _, err := os.Stat("/etc/mke2fs.conf"); err == nil {
-		files["mke2fs.conf"] = "/etc/mke2fs.conf"
+	if _, ok := files[filepath.Join("lib", "ld-linux-x86-64.so.2")]; !ok {
+		return fmt.Errorf("ldd named no ld-linux-x86-64.so.2 for %v", bins)
 	}
 	for rel, src := range files {
-		b, err := os.ReadFile(src)
-		if err != nil {
-			return err
-		}
-		p := filepath.Join(dst, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(p, b, 0o755); err != nil {
+		if err := linkOrCopy(src, filepath.Join(dst, rel)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// linkOrCopy makes dst the file src names (after its symbolic links): a
+// hard link where both are on one file system, else a copy.
+func linkOrCopy(src, dst string) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	real, err := filepath.EvalSymlinks(src)
+	if err != nil {
+		return err
+	}
+	if os.Link(real, dst) == nil {
+		return nil
+	}
+	b, err := os.ReadFile(real)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o755)
 }
 
 // copyModules copies guestModules with their dependencies, from the
