@@ -17,7 +17,8 @@ import (
 
 // Config completes cfg for a session with target ("" for discovery) from
 // conf: the names, the queue depth and buffers where cfg leaves them
-// zero, MPA, NOP, the recovery timeout and the CHAP secrets. chap, when
+// zero, MPA, NOP, the recovery timeout, the CHAP secrets, the digests, and
+// the target's configured portals as the alternates to fail over to. chap, when
 // not nil, replaces the configured CHAP (a command line's).
 func Config(conf *config.Initiator, target string, cfg initiator.Config, chap *config.CHAP) initiator.Config {
 	cfg.InitiatorName, cfg.TargetName = conf.InitiatorName, target
@@ -39,6 +40,8 @@ func Config(conf *config.Initiator, target string, cfg initiator.Config, chap *c
 				cfg.CHAP = loginCHAP(t.CHAP)
 			}
 			cfg.HeaderDigest, cfg.DataDigest = t.HeaderDigest, t.DataDigest
+			// The target's other portals (gateways) to fail over to.
+			cfg.Alternates = t.Portals
 		}
 	} else if conf.DiscoveryCHAP != nil {
 		cfg.CHAP = loginCHAP(conf.DiscoveryCHAP)

@@ -50,6 +50,9 @@ func TestConfigTarget(t *testing.T) {
 		t.Errorf("CHAP %+v: want the command line's", got.CHAP)
 	}
 
+	if got = Config(c, "iqn.2024-01.org.example:b", initiator.Config{}, nil); !slices.Equal(got.Alternates, c.Targets[1].Portals) {
+		t.Errorf("alternates %v, want the target's portals %v", got.Alternates, c.Targets[1].Portals)
+	}
 	if got = Config(c, "iqn.2024-01.org.example:b", initiator.Config{}, nil); got.CHAP != nil || got.HeaderDigest || got.DataDigest {
 		t.Errorf("a target without CHAP or digests gets %+v, digests %v %v", got.CHAP, got.HeaderDigest, got.DataDigest)
 	}

@@ -45,7 +45,7 @@ const bufAccess = mem.LocalWrite | mem.RemoteWrite | mem.RemoteRead | mem.Remote
 // connectISER makes a connection: a QP with a fast-register MR over the
 // buffer region for each task record, connected to the target with
 // iSER's private data.
-func (s *Session) connectISER(ctx context.Context) (*iserTransport, error) {
+func (s *Session) connectISER(ctx context.Context, addr string) (*iserTransport, error) {
 	n := len(s.tasks)
 	c, err := iserconn.New(s.dev, iserconn.Config{
 		RecvSlots: n, RecvData: loginData, SendSlots: n, SendData: loginData, SendWRs: n + extra,
@@ -66,9 +66,9 @@ func (s *Session) connectISER(ctx context.Context) (*iserTransport, error) {
 	iser.CMFields{}.Encode(pd[:])
 	cc := s.cfg.Conn
 	cc.PrivateData = append(append([]byte(nil), cc.PrivateData...), pd[:]...)
-	if _, err := c.QP.Connect(ctx, s.network, s.addr, cc); err != nil {
+	if _, err := c.QP.Connect(ctx, s.network, addr, cc); err != nil {
 		t.close()
-		return nil, fmt.Errorf("initiator: connecting to %s: %w", s.addr, err)
+		return nil, fmt.Errorf("initiator: connecting to %s: %w", addr, err)
 	}
 	return t, nil
 }

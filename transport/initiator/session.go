@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -57,6 +58,14 @@ type Config struct {
 	// connection (network NetworkISCSITCP; RFC 7143 section 13.1). iSER
 	// has none.
 	HeaderDigest, DataDigest bool
+	// Alternates are other portals of the same target: other gateways of
+	// a shared disk (several ddptarget processes over one image, with
+	// ALUA), or other addresses of one. When the current portal cannot be
+	// reached, at Dial and while recovering a lost connection, the
+	// session tries the next one in turn and stays on the first that
+	// answers; the commands outstanding are reissued there
+	// (active/passive failover).
+	Alternates []string
 	// LoginTimeout bounds the login (default 15 s).
 	LoginTimeout time.Duration
 	// Observer, when set, is told of commands and reconnections (metrics).
@@ -110,7 +119,8 @@ type Session struct {
 	cfg     Config
 	dev     *iwarp.Device
 	network string
-	addr    string
+	portals []string     // addr, then Config.Alternates
+	cur     atomic.Int32 // the portal in use (or being tried)
 	bufs    *mem.Mapping // the data buffers, registered in every connection
 	tr      transport    // the current connection
 	pool    *bufpool.Pool
@@ -174,7 +184,7 @@ func Dial(ctx context.Context, dev *iwarp.Device, network, addr string, cfg Conf
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	s := &Session{cfg: cfg, dev: dev, network: network, addr: addr, log: cfg.Log.WithField("target", addr),
+	s := &Session{cfg: cfg, dev: dev, network: network, portals: portalList(addr, cfg.Alternates), log: cfg.Log.WithField("target", addr),
 		done: make(chan struct{}), wake: make(chan bool), loginCh: make(chan []byte, 1)}
 	s.cond = sync.NewCond(&s.mu)
 	n := cfg.QueueDepth + extra + 1 // the last record is the login's
@@ -191,7 +201,13 @@ func Dial(ctx context.Context, dev *iwarp.Device, network, addr string, cfg Conf
 			s.free = append(s.free, int32(i))
 		}
 	}
-	if s.tr, err = s.connect(ctx); err != nil {
+	for range s.portals { // each portal once, until one answers
+		if s.tr, err = s.connect(ctx); err == nil || ctx.Err() != nil {
+			break
+		}
+		s.nextPortal(err)
+	}
+	if err != nil {
 		s.bufs.Close()
 		return nil, err
 	}
@@ -210,20 +226,49 @@ func Dial(ctx context.Context, dev *iwarp.Device, network, addr string, cfg Conf
 	return s, nil
 }
 
-// connect makes a connection to the target, ready for login.
+// connect makes a connection to the target at the current portal, ready
+// for login.
 func (s *Session) connect(ctx context.Context) (transport, error) {
+	addr := s.Portal()
 	if s.network == NetworkISCSITCP {
-		t, err := s.connectTCP(ctx)
+		t, err := s.connectTCP(ctx, addr)
 		if err != nil {
 			return nil, err
 		}
 		return t, nil
 	}
-	t, err := s.connectISER(ctx)
+	t, err := s.connectISER(ctx, addr)
 	if err != nil {
 		return nil, err
 	}
 	return t, nil
+}
+
+// portalList is addr followed by the alternates that differ from it, each
+// once.
+func portalList(addr string, alternates []string) []string {
+	ps := []string{addr}
+	for _, a := range alternates {
+		if !slices.Contains(ps, a) {
+			ps = append(ps, a)
+		}
+	}
+	return ps
+}
+
+// Portal returns the portal the session uses, or is trying to reach while
+// it recovers a lost connection.
+func (s *Session) Portal() string { return s.portals[s.cur.Load()] }
+
+// nextPortal moves on to the next portal after the current one could not
+// be reached (err), when there is another.
+func (s *Session) nextPortal(err error) {
+	if len(s.portals) < 2 {
+		return
+	}
+	from := s.Portal()
+	s.cur.Store((s.cur.Load() + 1) % int32(len(s.portals)))
+	s.log.Warnf("initiator: %s cannot be reached (%v); trying %s", from, err, s.Portal())
 }
 
 // Params returns the negotiated operational parameters.
@@ -353,6 +398,7 @@ func (s *Session) supervise() {
 			cancel()
 			if cerr != nil {
 				s.log.Debugf("initiator: reconnecting: %v", cerr)
+				s.nextPortal(cerr)
 				continue
 			}
 			old := tr

@@ -86,11 +86,11 @@ type tcpRx struct {
 }
 
 // connectTCP dials the target's iSCSI/TCP portal.
-func (s *Session) connectTCP(ctx context.Context) (*tcpTransport, error) {
+func (s *Session) connectTCP(ctx context.Context, addr string) (*tcpTransport, error) {
 	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", s.addr)
+	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("initiator: connecting to %s: %w", s.addr, err)
+		return nil, fmt.Errorf("initiator: connecting to %s: %w", addr, err)
 	}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)

@@ -1,0 +1,80 @@
+package transport_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ddpstore/ddpstore/transport/initiator"
+)
+
+// TestFailover: a session with two portals of one target (two gateways,
+// here two forwarders to the same target) survives the death of the one
+// it uses: with 8 verifying writers running, gateway A is cut and refuses
+// new connections, and the session goes on through B; then B dies and A
+// is back, and it returns to A. No caller sees an error or wrong data.
+func TestFailover(t *testing.T) {
+	checkGoroutines(t)
+	r := newRig(t, rigOpts{sizes: []int64{16 << 20}})
+	a, b := newCutProxy(t, r.addr), newCutProxy(t, r.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := initiator.Dial(ctx, r.dev, "tcp", a.ln.Addr().String(), initiator.Config{InitiatorName: initiatorName,
+		TargetName: targetName, RecoveryTimeout: 20 * time.Second, Log: quietLog(), Buffers: 8 << 20,
+		Alternates: []string{b.ln.Addr().String()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := pattern(s, uint64(w*512), 64<<10, int64(w*1000+i)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(w)
+	}
+	waitPortal := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for s.Portal() != want || s.Err() != nil {
+			if time.Now().After(deadline) || s.Err() != nil {
+				t.Fatalf("the session is on %s (err %v), want %s", s.Portal(), s.Err(), want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		// It does I/O there.
+		if err := pattern(s, 8*512, 4096, 99); err != nil {
+			t.Fatalf("I/O on %s: %v", want, err)
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	a.refuse.Store(true)
+	a.cut()
+	waitPortal(b.ln.Addr().String())
+	time.Sleep(300 * time.Millisecond)
+	a.refuse.Store(false)
+	b.refuse.Store(true)
+	b.cut()
+	waitPortal(a.ln.Addr().String())
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("a caller saw the failover: %v", err)
+	}
+}
