@@ -137,9 +137,10 @@ func processRoundTrip(t *testing.T, kind string) {
 //
 // That is the contract because an acknowledgement means the target
 // answered the WRITE with GOOD, and ddptarget answers a WRITE only after
-// its pwrite(2) into the store file returned: the data is then in the
-// kernel's page cache of that file, which outlives the process, and the
-// next ddptarget maps the same pages. A kill -9 of the target loses
+// its pwrite(2) into the store file returned (on tmpfs, as here, a write
+// of a few KiB is a store into the file's shared mapping instead: the
+// same pages): the data is then in the kernel's page cache of that file,
+// which outlives the process, and the next ddptarget maps the same pages. A kill -9 of the target loses
 // nothing acknowledged. What it does not cover is the host's crash: data
 // survives that only after a FLUSH (fsync on the initiator, SYNCHRONIZE
 // CACHE at the target, msync of the range there), which a kill does not
