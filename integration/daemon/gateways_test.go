@@ -9,6 +9,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -167,4 +168,106 @@ func TestPersistentReservationSurvivesRestart(t *testing.T) {
 	}
 	r := &initiator.Command{CDB: rw16(0x88, 0, 8), Dir: initiator.DataIn, Data: buf[:4096]}
 	do(t, b, r) // Write Exclusive: reads are allowed
+}
+
+// TestGatewayDies: a session with both gateways of a shared image as its
+// portals keeps doing verified I/O when the gateway it uses is killed
+// (SIGKILL): it moves to the other, reissues what was outstanding, and
+// everything acknowledged before the kill reads back through the survivor.
+func TestGatewayDies(t *testing.T) {
+	dir := t.TempDir()
+	img := filepath.Join(dir, "shared.img")
+	groups := "    alua: {group: %d, groups: [{id: 1, state: active-optimized}, {id: 2, state: active-non-optimized}]}"
+	addr1, addr2 := freePort(t), freePort(t)
+	gw1 := startTarget(t, gatewayConfig(t, filepath.Join(dir, "gw1"), addr1, img, fmt.Sprintf(groups, 1)), addr1)
+	startTarget(t, gatewayConfig(t, filepath.Join(dir, "gw2"), addr2, img, fmt.Sprintf(groups, 2)), addr2)
+	dev := iwarp.NewDevice(0)
+	t.Cleanup(func() { dev.Close() })
+	l := log.New()
+	l.SetOutput(io.Discard)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := initiator.Dial(ctx, dev, "tcp", addr1, initiator.Config{InitiatorName: initiatorName, TargetName: gatewayTarget,
+		Log: log.NewEntry(l), Buffers: 8 << 20, RecoveryTimeout: 30 * time.Second, Alternates: []string{addr2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+
+	// Four writers, each on its own 1 MiB: write a block run, read it back,
+	// remember what was acknowledged.
+	type ack struct {
+		lba  uint64
+		data []byte
+	}
+	acked := make([][]ack, 4)
+	stop := make(chan struct{})
+	errs := make(chan error, 4)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewSource(int64(w)))
+			buf, _ := s.Alloc(64 << 10)
+			rb, _ := s.Alloc(64 << 10)
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				lba := uint64(w*2048 + (i%16)*128)
+				rng.Read(buf)
+				wc := &initiator.Command{CDB: rw16(0x8a, lba, 128), Dir: initiator.DataOut, Data: buf}
+				if err := s.Do(ctx, wc); err != nil || wc.Status != 0 {
+					errs <- fmt.Errorf("writer %d: WRITE at %d: %v status %#x", w, lba, err, wc.Status)
+					return
+				}
+				acked[w] = append(acked[w], ack{lba, append([]byte(nil), buf...)})
+				rc := &initiator.Command{CDB: rw16(0x88, lba, 128), Dir: initiator.DataIn, Data: rb}
+				if err := s.Do(ctx, rc); err != nil || rc.Status != 0 || !bytes.Equal(rb, buf) {
+					errs <- fmt.Errorf("writer %d: READ at %d: %v status %#x, data equal %v", w, lba, err, rc.Status, bytes.Equal(rb, buf))
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(500 * time.Millisecond)
+	gw1.cmd.Process.Kill()
+	deadline := time.Now().Add(30 * time.Second)
+	for s.Portal() != addr2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the session did not move to the surviving gateway: on %s, err %v", s.Portal(), s.Err())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // I/O through the survivor
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// The last acknowledged write of every block run reads back.
+	rb, _ := s.Alloc(64 << 10)
+	n := 0
+	for w := range acked {
+		last := map[uint64][]byte{}
+		for _, a := range acked[w] {
+			last[a.lba] = a.data
+		}
+		for lba, want := range last {
+			rc := &initiator.Command{CDB: rw16(0x88, lba, 128), Dir: initiator.DataIn, Data: rb}
+			do(t, s, rc)
+			if !bytes.Equal(rb, want) {
+				t.Fatalf("LBA %d: the last acknowledged write is not what the survivor reads", lba)
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatal("nothing was written")
+	}
+	t.Logf("%d block runs checked through the survivor", n)
 }
