@@ -99,6 +99,7 @@ type fuzzRig struct {
 	sessions          int // connections of the well-behaved sessions
 	n                 atomic.Uint64
 	prev              [3]*fuzzSession // the inputs before, for the messages
+	past              []*fuzzSession  // the last inputs that wrote, for the messages
 	isid              atomic.Uint64
 }
 
@@ -212,12 +213,14 @@ func (r *fuzzRig) run(t *testing.T, data []byte) (changed int) {
 	s.lost = s.dead.Load()
 	s.finish()
 	t2 := time.Now()
-	// Every connection of the input must end once the peer has closed.
+	// Every connection of the input must end once the peer has closed:
+	// the target serves only the well-behaved sessions, logged in (a count
+	// alone would be fooled by one of them reconnecting).
 	deadline := time.Now().Add(15 * time.Second)
-	for r.srv.Sessions() != r.sessions {
+	for !r.onlyGood() {
 		if time.Now().After(deadline) {
-			t.Fatalf("the target still serves %d connections 15 s after the fuzz peer closed (want %d): %v",
-				r.srv.Sessions(), r.sessions, r.srv.SessionList())
+			t.Fatalf("the target still serves other connections than the well-behaved ones 15 s after the fuzz peer closed: %+v",
+				r.srv.SessionList())
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -249,6 +252,21 @@ func (r *fuzzRig) protect(t *testing.T, prot int) {
 	}
 }
 
+// onlyGood reports whether the target serves exactly the well-behaved
+// sessions, logged in.
+func (r *fuzzRig) onlyGood() bool {
+	l := r.srv.SessionList()
+	if len(l) != r.sessions {
+		return false
+	}
+	for _, si := range l {
+		if si.Initiator != goodIniName {
+			return false
+		}
+	}
+	return true
+}
+
 // check compares the fuzzed LUs with the shadow: every changed octet must
 // be one the input asked to write (the comment of FuzzTargetSession).
 func (r *fuzzRig) check(t *testing.T, s *fuzzSession) (changed int) {
@@ -266,14 +284,22 @@ func (r *fuzzRig) check(t *testing.T, s *fuzzSession) (changed int) {
 					end++
 				}
 				late := ""
-				for k, p := range r.prev {
-					if p != nil && p.allowed(i, int64(x), now[x]) {
-						late = fmt.Sprintf(" (it is what the input %d before this one asked to write there: %s)", k+1, p.writesString(i))
+				for k := len(r.past) - 1; k >= 0 && late == ""; k-- {
+					if p := r.past[k]; p.allowed(i, int64(x), now[x]) {
+						late = fmt.Sprintf(" (it is what the input %d before this one asked to write there: %q: %s)", len(r.past)-k, p.input, p.writesString(i))
 					}
 				}
 				for k, p := range r.prev {
 					if p != nil {
 						t.Logf("input %d before: %q", k+1, p.input)
+					}
+				}
+				// Where else these octets are: a clue to the writer.
+				probe := now[x:min(end, x+32)]
+				for name, b := range map[string][]byte{"the well-behaved LU": r.goodShadow, "LUN 0's shadow": was,
+					"LUN 1": r.lus[1].Store().Mapping().Bytes(), "the peer's region": s.region} {
+					if at := bytes.Index(b, probe); at >= 0 {
+						t.Logf("the changed octets are at offset %d of %s", at, name)
 					}
 				}
 				t.Fatalf("LUN %d octet %d (block %d) changed from %#02x to %#02x, which the stream did not ask for (changed run [%d,%d): % x); writes sent: %s%s",
@@ -284,6 +310,13 @@ func (r *fuzzRig) check(t *testing.T, s *fuzzSession) (changed int) {
 	}
 	copy(r.prev[1:], r.prev[:])
 	r.prev[0] = s
+	if len(s.writes) > 0 {
+		// What diagnosis needs of it, bounded: a late write is looked up.
+		r.past = append(r.past, &fuzzSession{input: s.input, writes: s.writes, region: s.region})
+		if len(r.past) > 128 {
+			r.past = r.past[1:]
+		}
+	}
 	return changed
 }
 
