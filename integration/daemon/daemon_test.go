@@ -108,14 +108,24 @@ func (p *proc) stop(t *testing.T, sig syscall.Signal) int {
 
 func dial(t *testing.T, addr, name string) *initiator.Session {
 	t.Helper()
+	return dialConfig(t, addr, initiator.Config{InitiatorName: initiatorName, TargetName: name})
+}
+
+// dialConfig logs in to addr with cfg (quiet, 8 MiB of buffers unless cfg
+// says) on an RNIC of its own; both go when the test ends.
+func dialConfig(t *testing.T, addr string, cfg initiator.Config) *initiator.Session {
+	t.Helper()
 	dev := iwarp.NewDevice(0)
 	t.Cleanup(func() { dev.Close() })
 	l := log.New()
 	l.SetOutput(io.Discard)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	cfg.Log = log.NewEntry(l)
+	if cfg.Buffers == 0 {
+		cfg.Buffers = 8 << 20
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := initiator.Dial(ctx, dev, "tcp", addr, initiator.Config{InitiatorName: initiatorName, TargetName: name,
-		Log: log.NewEntry(l), Buffers: 8 << 20})
+	s, err := initiator.Dial(ctx, dev, "tcp", addr, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

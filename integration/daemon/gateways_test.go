@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"io"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -14,9 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ddpstore/ddpstore/iwarp"
 	"github.com/ddpstore/ddpstore/transport/initiator"
-	log "github.com/sirupsen/logrus"
 )
 
 const gatewayTarget = "iqn.2026-11.io.ddpstore:shared"
@@ -24,19 +21,7 @@ const gatewayTarget = "iqn.2026-11.io.ddpstore:shared"
 // dialAs is dial with another InitiatorName.
 func dialAs(t *testing.T, addr, target, name string) *initiator.Session {
 	t.Helper()
-	dev := iwarp.NewDevice(0)
-	t.Cleanup(func() { dev.Close() })
-	l := log.New()
-	l.SetOutput(io.Discard)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := initiator.Dial(ctx, dev, "tcp", addr, initiator.Config{InitiatorName: name, TargetName: target,
-		Log: log.NewEntry(l), Buffers: 8 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return dialConfig(t, addr, initiator.Config{InitiatorName: name, TargetName: target})
 }
 
 // gatewayConfig writes the configuration of one gateway of the shared
@@ -181,18 +166,10 @@ func TestGatewayDies(t *testing.T) {
 	addr1, addr2 := freePort(t), freePort(t)
 	gw1 := startTarget(t, gatewayConfig(t, filepath.Join(dir, "gw1"), addr1, img, fmt.Sprintf(groups, 1)), addr1)
 	startTarget(t, gatewayConfig(t, filepath.Join(dir, "gw2"), addr2, img, fmt.Sprintf(groups, 2)), addr2)
-	dev := iwarp.NewDevice(0)
-	t.Cleanup(func() { dev.Close() })
-	l := log.New()
-	l.SetOutput(io.Discard)
+	s := dialConfig(t, addr1, initiator.Config{InitiatorName: initiatorName, TargetName: gatewayTarget,
+		RecoveryTimeout: 30 * time.Second, Alternates: []string{addr2}})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	s, err := initiator.Dial(ctx, dev, "tcp", addr1, initiator.Config{InitiatorName: initiatorName, TargetName: gatewayTarget,
-		Log: log.NewEntry(l), Buffers: 8 << 20, RecoveryTimeout: 30 * time.Second, Alternates: []string{addr2}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
 
 	// Four writers, each on its own 1 MiB: write a block run, read it back,
 	// remember what was acknowledged.
