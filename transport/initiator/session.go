@@ -160,13 +160,13 @@ type Session struct {
 type task struct {
 	gen      uint16
 	busy     bool
-	sent     bool // its Send completed
-	replied  bool // its answer arrived
-	released bool // its requester is done with it
-	reissue  bool // to be sent again on the next connection
-	reserved bool // holds a place in the command window (s.reserved)
+	sent     bool  // its Send completed
+	replied  bool  // its answer arrived
+	released bool  // its requester is done with it
+	reissue  bool  // to be sent again on the next connection
+	reserved bool  // holds a place in the command window (s.reserved)
 	err      error // the command could not be sent (finish returns it)
-	off      int  // the data buffer's offset in the region
+	off      int   // the data buffer's offset in the region
 	lun      iscsi.LUN
 	cmdSN    uint32 // CmdSN it was last sent with (reissue order)
 	done     chan struct{}
@@ -366,7 +366,9 @@ func (s *Session) supervise() {
 	s.mu.Lock()
 	tr, ended := s.tr, s.ended
 	s.mu.Unlock()
-	backoff := 50 * time.Millisecond
+	const firstBackoff, maxBackoff = 50 * time.Millisecond, 2 * time.Second
+	backoff := firstBackoff
+	up := time.Now() // when the current connection was made
 	for {
 		err := tr.run(s.wake, tick.C)
 		close(ended)
@@ -380,12 +382,18 @@ func (s *Session) supervise() {
 			s.end(err)
 			return
 		}
+		// A connection that lasted is a new loss, not the same outage:
+		// back off from the start again (else every loss after the sixth
+		// waited the longest back-off, however far apart they came).
+		if time.Since(up) > maxBackoff {
+			backoff = firstBackoff
+		}
 		for {
 			if !s.sleep(backoff) {
 				s.end(ErrSessionClosed)
 				return
 			}
-			backoff = min(2*backoff, 2*time.Second)
+			backoff = min(2*backoff, maxBackoff)
 			s.mu.Lock()
 			late := time.Now().After(s.recoverBy)
 			s.mu.Unlock()
@@ -402,6 +410,7 @@ func (s *Session) supervise() {
 				continue
 			}
 			old := tr
+			up = time.Now()
 			ended = make(chan struct{})
 			s.mu.Lock()
 			s.tr, s.ended = nc, ended
