@@ -62,15 +62,8 @@ var ErrNotFast = errors.New("not a fast-register memory region")
 // allocated, its key not yet given out), and must be deregistered like any
 // other.
 func (t *Table) RegisterFast(pd PD, m *Mapping, off, length int, maxAcc Access, addr Addressing) (*MR, error) {
-	switch {
-	case pd.IsZero():
-		return nil, fmt.Errorf("mem: register: %w", ErrPD)
-	case !maxAcc.valid():
-		return nil, fmt.Errorf("mem: register with access %v: %w", maxAcc, ErrAccess)
-	case addr != VABased && addr != ZeroBased:
-		return nil, fmt.Errorf("mem: register with addressing %d: %w", addr, ErrAccess)
-	case m == nil:
-		return nil, fmt.Errorf("mem: register: nil mapping: %w", ErrClosed)
+	if err := checkRegister(pd, m, maxAcc, addr); err != nil {
+		return nil, err
 	}
 	buf, err := m.hold(off, length, maxAcc.writes())
 	if err != nil {

@@ -82,19 +82,28 @@ func NewTable(maxMRs int) *Table {
 	return t
 }
 
+// checkRegister validates the arguments common to Register and
+// RegisterFast.
+func checkRegister(pd PD, m *Mapping, acc Access, addr Addressing) error {
+	switch {
+	case pd.IsZero():
+		return fmt.Errorf("mem: register: %w", ErrPD)
+	case !acc.valid():
+		return fmt.Errorf("mem: register with access %v: %w", acc, ErrAccess)
+	case addr != VABased && addr != ZeroBased:
+		return fmt.Errorf("mem: register with addressing %d: %w", addr, ErrAccess)
+	case m == nil:
+		return fmt.Errorf("mem: register: nil mapping: %w", ErrClosed)
+	}
+	return nil
+}
+
 // Register registers bytes [off, off+length) of m under pd with the access
 // rights acc, its TOs counted as addr says, and returns the new MR with a
 // fresh STag.
 func (t *Table) Register(pd PD, m *Mapping, off, length int, acc Access, addr Addressing) (*MR, error) {
-	switch {
-	case pd.IsZero():
-		return nil, fmt.Errorf("mem: register: %w", ErrPD)
-	case !acc.valid():
-		return nil, fmt.Errorf("mem: register with access %v: %w", acc, ErrAccess)
-	case addr != VABased && addr != ZeroBased:
-		return nil, fmt.Errorf("mem: register with addressing %d: %w", addr, ErrAccess)
-	case m == nil:
-		return nil, fmt.Errorf("mem: register: nil mapping: %w", ErrClosed)
+	if err := checkRegister(pd, m, acc, addr); err != nil {
+		return nil, err
 	}
 	buf, err := m.hold(off, length, acc.writes())
 	if err != nil {
