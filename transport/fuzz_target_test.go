@@ -100,6 +100,7 @@ type fuzzRig struct {
 	n                 atomic.Uint64
 	prev              [3]*fuzzSession // the inputs before, for the messages
 	past              []*fuzzSession  // the last inputs that wrote, for the messages
+	initial           []byte          // LUN 0 as it was filled
 	isid              atomic.Uint64
 }
 
@@ -122,6 +123,7 @@ func newFuzzRig(f testing.TB) *fuzzRig {
 	for _, l := range []*lu.LU{r.lus[0], r.lus[1], r.good} {
 		fill.Read(l.Store().Mapping().Bytes())
 	}
+	r.initial = append([]byte(nil), r.lus[0].Store().Mapping().Bytes()...)
 	tg, err := lu.NewTarget(fuzzTarget, map[uint16]*lu.LU{0: r.lus[0], 1: r.lus[1]})
 	if err != nil {
 		f.Fatal(err)
@@ -196,7 +198,6 @@ func (r *fuzzRig) run(t *testing.T, data []byte) (changed int) {
 		s.flags = data[0]
 		s.in = data[1:]
 	}
-	t0 := time.Now()
 	var err error
 	if s.flags&fzTCP != 0 {
 		err = s.startTCP()
@@ -209,10 +210,8 @@ func (r *fuzzRig) run(t *testing.T, data []byte) (changed int) {
 	for i := 0; i < 64 && len(s.in) > 0 && !s.dead.Load(); i++ {
 		s.op()
 	}
-	t1 := time.Now()
 	s.lost = s.dead.Load()
 	s.finish()
-	t2 := time.Now()
 	// Every connection of the input must end once the peer has closed:
 	// the target serves only the well-behaved sessions, logged in (a count
 	// alone would be fooled by one of them reconnecting).
@@ -226,15 +225,6 @@ func (r *fuzzRig) run(t *testing.T, data []byte) (changed int) {
 	}
 	s.wg.Wait()
 	r.protect(t, unix.PROT_READ)
-	t3 := time.Now()
-	defer func() {
-		if path := os.Getenv("DDP_FUZZ_SLOWLOG"); path != "" && time.Since(t0) > 2*time.Second {
-			if f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
-				fmt.Fprintf(f, "%q ops %v finish %v end %v good %v\n", data, t1.Sub(t0), t2.Sub(t1), t3.Sub(t2), time.Since(t3))
-				f.Close()
-			}
-		}
-	}()
 	changed = r.check(t, s)
 	if testing.Verbose() {
 		t.Logf("%d writes sent, %d LU octets changed, %d PDUs received, connection lost early: %v",
@@ -270,6 +260,14 @@ func (r *fuzzRig) onlyGood() bool {
 // check compares the fuzzed LUs with the shadow: every changed octet must
 // be one the input asked to write (the comment of FuzzTargetSession).
 func (r *fuzzRig) check(t *testing.T, s *fuzzSession) (changed int) {
+	// The shadow follows the LUs even when the check fails: the fuzzer
+	// goes on (minimizing) in this process, and a stale shadow would fail
+	// every input after, each for the octets of the one that failed.
+	defer func() {
+		for i, l := range r.lus {
+			copy(r.shadow[i], l.Store().Mapping().Bytes())
+		}
+	}()
 	for i, l := range r.lus {
 		now, was := l.Store().Mapping().Bytes(), r.shadow[i]
 		for x := 0; x < len(now); x++ {
@@ -297,7 +295,7 @@ func (r *fuzzRig) check(t *testing.T, s *fuzzSession) (changed int) {
 				// Where else these octets are: a clue to the writer.
 				probe := now[x:min(end, x+32)]
 				for name, b := range map[string][]byte{"the well-behaved LU": r.goodShadow, "LUN 0's shadow": was,
-					"LUN 1": r.lus[1].Store().Mapping().Bytes(), "the peer's region": s.region} {
+					"LUN 1": r.lus[1].Store().Mapping().Bytes(), "the peer's region": s.region, "LUN 0 as first filled": r.initial} {
 					if at := bytes.Index(b, probe); at >= 0 {
 						t.Logf("the changed octets are at offset %d of %s", at, name)
 					}
@@ -384,6 +382,7 @@ type fuzzWrite struct {
 	imm        int64
 	same       bool // WRITE SAME: one block repeated; zero allowed (UNMAP bit)
 	cdb        []byte
+	itt        uint32
 }
 
 // fuzzCmd is what the peer remembers of a command to answer for its data.
@@ -417,6 +416,11 @@ type fuzzSession struct {
 
 	mu     sync.Mutex
 	cmds   map[uint32]fuzzCmd // by ITT, for the answers
+	// ittSeeds: every seed a command with the ITT had. The peer answers
+	// an R2T (which names only the ITT) with the data of the last command
+	// sent with it, so a command sharing its ITT may get another's data:
+	// what the initiator sent it all the same.
+	ittSeeds map[uint32][]uint32
 	writes []fuzzWrite
 	region []byte // iSER: the peer's buffer
 
@@ -1090,6 +1094,10 @@ func (s *fuzzSession) commandPDU() (iser.HeaderFields, []byte, uint32) {
 	pdu = pdu[:b.PDULen()]
 	s.mu.Lock()
 	s.cmds[c.ITT()] = fuzzCmd{seed: seed}
+	if s.ittSeeds == nil {
+		s.ittSeeds = map[uint32][]uint32{}
+	}
+	s.ittSeeds[c.ITT()] = append(s.ittSeeds[c.ITT()], seed)
 	s.mu.Unlock()
 
 	var h iser.HeaderFields
@@ -1137,6 +1145,7 @@ func (s *fuzzSession) sendCommand(h iser.HeaderFields, pdu []byte, seed uint32) 
 			w.region = int64(h.WriteBaseOffset - fuzzRegBase)
 		}
 		w.cdb = append([]byte(nil), cdb...)
+		w.itt = b.ITT()
 		s.mu.Lock()
 		s.writes = append(s.writes, w)
 		s.mu.Unlock()
@@ -1201,6 +1210,13 @@ func (s *fuzzSession) allowed(lun int, x int64, v byte) bool {
 		}
 		if v == fuzzData(w.seed, off) {
 			return true
+		}
+		if s.fr == nil {
+			for _, seed := range s.ittSeeds[w.itt] {
+				if v == fuzzData(seed, off) {
+					return true
+				}
+			}
 		}
 		if w.region >= 0 && s.region != nil {
 			for _, p := range []int64{w.region + off - w.imm, w.region + off} {
