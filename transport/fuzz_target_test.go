@@ -414,15 +414,15 @@ type fuzzSession struct {
 	immOK      bool
 	firstBurst uint32
 
-	mu     sync.Mutex
-	cmds   map[uint32]fuzzCmd // by ITT, for the answers
+	mu   sync.Mutex
+	cmds map[uint32]fuzzCmd // by ITT, for the answers
 	// ittSeeds: every seed a command with the ITT had. The peer answers
 	// an R2T (which names only the ITT) with the data of the last command
 	// sent with it, so a command sharing its ITT may get another's data:
 	// what the initiator sent it all the same.
 	ittSeeds map[uint32][]uint32
-	writes []fuzzWrite
-	region []byte // iSER: the peer's buffer
+	writes   []fuzzWrite
+	region   []byte // iSER: the peer's buffer
 
 	// iSER over MPA.
 	fr    *mpa.Framer
