@@ -1,0 +1,279 @@
+package peers
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ddpstore/ddpstore/blockdev"
+	"github.com/ddpstore/ddpstore/integration/vmlab"
+	"github.com/ddpstore/ddpstore/internal/conformance"
+	"github.com/ddpstore/ddpstore/iwarp"
+	"github.com/ddpstore/ddpstore/transport/login"
+	"github.com/ddpstore/ddpstore/transport/lu"
+	"github.com/ddpstore/ddpstore/transport/target"
+	log "github.com/sirupsen/logrus"
+)
+
+const (
+	oursIQN    = "iqn.2026-11.io.ddpstore:conf"
+	oursPortal = guestAddr + ":3250"
+)
+
+// libiscsiISER lists the tests of iscsi-test-cu that fail over iSER in the
+// guest for reasons that are libiscsi 1.19's iSER initiator's, not ours,
+// and pass over iSCSI/TCP on the host (transport, TestLibiscsiConformance).
+// docs/interop.md has the evidence. The test runs each again against
+// Linux's LIO isert, and fails if LIO passes it; a listed test that passes
+// against ddptarget fails the run too, so the list only shrinks.
+var libiscsiISER = map[string]string{
+	// libiscsi's iSER copies Data-In into its buffer by RDMA and reports
+	// the buffer's size as the data's, ignoring the residual: a page
+	// shorter than the allocation length looks as long as it.
+	"Inquiry.AllocLength": "libiscsi's iSER ignores the Data-In residual",
+	"Inquiry.BlockLimits": "libiscsi's iSER ignores the Data-In residual",
+	// Every command with data-out: libiscsi's iSER puts the immediate
+	// data's length into the PDU but not the data into the Send. We
+	// reject the PDU (RFC 7143 section 11.3: a protocol error) and
+	// libiscsi crashes on the Reject; LIO isert takes the missing octets
+	// from its receive buffer and the data read back is wrong.
+	"Write10.Simple": "libiscsi's iSER announces immediate data it does not send",
+}
+
+// probes are what the guest runs of the suite by default: enough to show
+// each of libiscsi's iSER defects against both targets in about a
+// minute. PEERS_LIBISCSI=all runs every test (about 10 minutes under TCG).
+var probes = []string{"Inquiry", "Write10.Simple", "ReadCapacity16", "TestUnitReady"}
+
+// TestGuestLibiscsi runs libiscsi's conformance suite over iSER against our
+// target, judges the results against the not-applicable list the host run
+// uses and libiscsiISER, and runs each failure again against LIO isert: a
+// failure LIO shares is libiscsi's (or siw's), one LIO passes is ours.
+// When libiscsi cannot log in to LIO (it crashes in its second login
+// there, see the control below) the control is logged as missing.
+// The whole suite runs suite by suite (a crash of iscsi-test-cu ends only
+// its suite; the tests it did not reach then run one by one).
+func TestGuestLibiscsi(t *testing.T) {
+	inGuest(t)
+	tg := startOurs(t)
+	ours := "iser://" + oursPortal + "/" + oursIQN + "/0"
+	all := listTests(t)
+	specs := probes
+	if os.Getenv("PEERS_LIBISCSI") == "all" {
+		specs = suites(all)
+	}
+	results := map[string]bool{}
+	start := time.Now()
+	for _, spec := range specs {
+		out, _ := runCU(t, "ALL."+spec, ours)
+		for name, ok := range conformance.Parse(out) {
+			results[name] = ok
+		}
+	}
+	for _, name := range all {
+		if _, ran := results[name]; !ran && inSpecs(name, specs) {
+			out, _ := runCU(t, "ALL."+name, ours)
+			ok, ran := conformance.Parse(out)[name]
+			results[name] = ran && ok
+		}
+	}
+	t.Logf("iscsi-test-cu over iSER against ddptarget: %d tests in %.0f s", len(results), time.Since(start).Seconds())
+	failed, stale := conformance.Judge(results, conformance.NotApplicable, libiscsiISER)
+	for _, name := range stale {
+		t.Errorf("%s passes over iSER: take it off its list", name)
+	}
+	var control []string
+	control = append(control, failed...)
+	for name := range libiscsiISER {
+		if ok, ran := results[name]; ran && !ok {
+			control = append(control, name)
+		}
+	}
+	sort.Strings(control)
+	if len(control) > 0 {
+		t.Cleanup(func() { logDmesg(t) })
+		lio := "iser://" + startLIO(t) + "/" + lioIQN + "/0"
+		for _, name := range control {
+			out, _ := runCU(t, "ALL."+name, lio)
+			ok, ran := conformance.Parse(out)[name]
+			_, listed := libiscsiISER[name]
+			switch {
+			case !ran:
+				// libiscsi's iSER crashes in its second login to LIO
+				// (each iscsi-test-cu logs in to probe the LU, then
+				// per test), and LIO refuses every later login of the
+				// boot; docs/interop.md. A test that is listed then
+				// rests on the evidence there; one that is not still
+				// fails the run.
+				t.Logf("%s: the control did not run, libiscsi could not log in to LIO isert:\n%s", name, out)
+				if !listed {
+					t.Errorf("%s fails against ddptarget over iSER and is not listed", name)
+				}
+			case ok:
+				t.Errorf("%s fails against ddptarget over iSER and passes against LIO isert: ours", name)
+			case !listed:
+				t.Errorf("%s fails against ddptarget over iSER and against LIO isert too: list it in libiscsiISER with the evidence", name)
+			}
+			if ran {
+				t.Logf("%s against LIO isert: passed %v\n%s", name, ok, excerpt(out, name))
+			}
+		}
+	}
+	passed := 0
+	for _, ok := range results {
+		if ok {
+			passed++
+		}
+	}
+	t.Logf("%d tests, %d passed; the others are not applicable (%d listed) or libiscsi's (%d listed)",
+		len(results), passed, len(conformance.NotApplicable), len(libiscsiISER))
+	tg.logWarnings(t)
+}
+
+// inSpecs reports whether test SUITE.TEST is one of specs (suites or
+// tests).
+func inSpecs(name string, specs []string) bool {
+	suite, _, _ := strings.Cut(name, ".")
+	for _, s := range specs {
+		if s == name || s == suite {
+			return true
+		}
+	}
+	return false
+}
+
+// listTests is every test of iscsi-test-cu, as SUITE.TEST.
+func listTests(t *testing.T) []string {
+	out, err := runProg(t, time.Minute, "iscsi-test-cu", "-l")
+	if err != nil {
+		t.Fatalf("iscsi-test-cu -l: %v\n%s", err, out)
+	}
+	var names []string
+	for _, m := range regexp.MustCompile(`(?m)^ALL\.([^.\s]+\.[^.\s]+)$`).FindAllStringSubmatch(out, -1) {
+		names = append(names, m[1])
+	}
+	if len(names) < 200 {
+		t.Fatalf("iscsi-test-cu -l lists %d tests\n%s", len(names), out)
+	}
+	return names
+}
+
+func suites(names []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, n := range names {
+		s, _, _ := strings.Cut(n, ".")
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// runCU runs iscsi-test-cu with --dataloss on spec against url, for at most
+// a minute (a test whose connection libiscsi's iSER has lost waits out
+// its timeouts).
+func runCU(t *testing.T, spec, url string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := prog(ctx, "iscsi-test-cu", "-t", spec, "--dataloss",
+		"-i", "iqn.2026-11.io.ddpstore:libiscsi", "-I", "iqn.2026-11.io.ddpstore:libiscsi-2", url)
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		err = fmt.Errorf("%s: no end within a minute", spec)
+	}
+	return string(out), err
+}
+
+// excerpt is the part of iscsi-test-cu's output about one test.
+func excerpt(out, name string) string {
+	_, test, _ := strings.Cut(name, ".")
+	i := strings.Index(out, "Test: "+test+" ")
+	if i < 0 {
+		return out
+	}
+	out = out[i:]
+	if j := strings.Index(out[1:], "Test: "); j > 0 {
+		out = out[:j+1]
+	}
+	if j := strings.Index(out, "Run Summary"); j > 0 {
+		out = out[:j]
+	}
+	return out
+}
+
+// ourTarget is our iSER target in this process, serving one 64 MiB memory
+// LU, its warnings kept for the log.
+type ourTarget struct {
+	log *vmlabLog
+}
+
+// vmlabLog keeps the warnings and errors of a logger.
+type vmlabLog struct{ vmlab.SyncBuffer }
+
+func (l *vmlabLog) Levels() []log.Level {
+	return []log.Level{log.PanicLevel, log.FatalLevel, log.ErrorLevel, log.WarnLevel}
+}
+
+func (l *vmlabLog) Fire(e *log.Entry) error {
+	s, _ := e.String()
+	l.Write([]byte(s))
+	return nil
+}
+
+func startOurs(t *testing.T) *ourTarget {
+	store, err := blockdev.NewMemory(64 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	l, err := lu.New(1, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := lu.NewTarget(oursIQN, map[uint16]*lu.LU{0: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ot := &ourTarget{log: &vmlabLog{}}
+	logger := log.New()
+	logger.SetOutput(discard{})
+	logger.AddHook(ot.log)
+	dev := iwarp.NewDevice(0)
+	ln, err := dev.Listen("tcp", oursPortal, iwarp.ConnConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := target.NewServer(dev, target.Config{
+		Exports: []target.Export{{Target: tg}},
+		Portals: []login.Portal{{Addr: oursPortal, TPGT: 1}},
+		Log:     log.NewEntry(logger),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		srv.Close()
+		<-done
+		dev.Close()
+	})
+	return ot
+}
+
+func (o *ourTarget) logWarnings(t *testing.T) {
+	if s := o.log.String(); s != "" {
+		t.Logf("our target's warnings and errors:\n%s", s)
+	}
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
