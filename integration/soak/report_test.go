@@ -47,6 +47,11 @@ func (r *rig) report() {
 	row("connection cuts (ss -K)", "%d, %d sockets killed", r.cutCount.Load(), r.socketsKilled.Load())
 	ms := r.mountStats
 	row("reconnects", "mount %.0f of %.0f connection losses; long benches %d losses; short clients %d losses", ms["ddpinitiator_reconnects_total"], ms["ddpinitiator_connection_losses_total"], benchLosses, r.shortLosses.Load())
+	if n := len(r.mountBack); n > 0 {
+		d := append([]time.Duration(nil), r.mountBack...)
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		row("the mount back after a cut (metrics polled every 20 ms)", "median %v, max %v, of %d cuts", d[n/2].Round(time.Millisecond), d[n-1].Round(time.Millisecond), n)
+	}
 	row("target restarts", "%d (%d SIGTERM, longest shutdown %v; %d SIGKILL)", r.restarts.Load(), r.restarts.Load()-r.kills.Load(), time.Duration(r.longestStop.Load()).Round(time.Millisecond), r.kills.Load())
 	var terms []string
 	for k, v := range r.targetErrors {

@@ -96,6 +96,8 @@ type rig struct {
 	mountStats map[string]float64
 	// Terminates and Rejects of the target, by series, over its lives
 	targetErrors map[string]float64
+	// how long the mount took to reconnect after each cut that hit it
+	mountBack []time.Duration
 	// what the target had once only the mount was left
 	endSessions, endConnections int
 
@@ -780,9 +782,11 @@ func (r *rig) cut(rng *rand.Rand) {
 		_, rport, _ := net.SplitHostPort(f[3])
 		what, filter = "one, initiator's end", fmt.Sprintf("( sport = :%s and dport = :%s )", lport, rport)
 	}
+	before, _ := scrape(r.mMetrics, "ddpinitiator_connection_losses_total", "ddpinitiator_reconnects_total")
 	r.mu.Lock()
 	r.cuts = append(r.cuts, r.since())
 	r.mu.Unlock()
+	t0 := time.Now()
 	out, err := exec.Command("ss", "-K", "-Htn", "state", "established", filter).CombinedOutput()
 	if err != nil {
 		r.fail("ss -K %s: %v\n%s", filter, err, out)
@@ -797,6 +801,26 @@ func (r *rig) cut(rng *rand.Rand) {
 	r.cutCount.Add(1)
 	r.socketsKilled.Add(int64(n))
 	r.tlog.printf("==== soak: [%v] cut %s: %d sockets\n", r.since().Round(time.Millisecond), what, n)
+	// How long the mount took to be back, when the cut hit it.
+	if before == nil {
+		return
+	}
+	for time.Since(t0) < 20*time.Second {
+		m, err := scrape(r.mMetrics, "ddpinitiator_connection_losses_total", "ddpinitiator_reconnects_total")
+		if err == nil {
+			lost := m["ddpinitiator_connection_losses_total"] - before["ddpinitiator_connection_losses_total"]
+			if lost == 0 && time.Since(t0) > time.Second {
+				return // not the mount's connection
+			}
+			if lost > 0 && m["ddpinitiator_reconnects_total"] >= before["ddpinitiator_reconnects_total"]+lost {
+				r.mu.Lock()
+				r.mountBack = append(r.mountBack, time.Since(t0))
+				r.mu.Unlock()
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // canary is a client of its own, in this process: it logs in, reads back
