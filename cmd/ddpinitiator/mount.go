@@ -103,21 +103,7 @@ func serveMount(ctx context.Context, c *common, m *mountFlags, portal, dir strin
 	mc := mount.Config{Dir: dir, Target: target, Portal: portal, RunDir: m.runDir, LogFile: m.logFile, Slots: c.cfg.QueueDepth,
 		MaxWrite: int(mo.MaxWrite), DirectIO: mo.DirectIO, AllowOther: mo.AllowOther, Debug: c.debug, LUNs: session.TargetLUNs(c.cfg, target)}
 	icfg := initiator.Config{Buffers: mc.Buffers()}
-	if addr := c.cfg.Metrics.Listen; addr != "" {
-		m := metrics.NewInitiator()
-		obs := m.Session(target)
-		for _, n := range mc.LUNs {
-			obs.AddLUN(n)
-		}
-		icfg.Observer = obs
-		msrv, err := metrics.Listen(addr, m.Registry)
-		if err != nil {
-			return endServing(ready, stderr, "mount", err)
-		}
-		defer msrv.Close()
-		log.Infof("metrics on http://%s/metrics", msrv.Addr())
-	}
-	return c.serve(ctx, "mount", portal, target, icfg, ready, stderr, func(s *initiator.Session, sigs <-chan os.Signal) error {
+	return c.serve(ctx, "mount", portal, target, icfg, mc.LUNs, ready, stderr, func(s *initiator.Session, sigs <-chan os.Signal) error {
 		return mount.Serve(ctx, s, mc, stdout, sigs, ready)
 	})
 }
@@ -125,15 +111,35 @@ func serveMount(ctx context.Context, c *common, m *mountFlags, portal, dir strin
 // serve is the serving process of command cmd (mount, attach): it logs in
 // to portal as a long-running process and runs serve on the session, with
 // SIGINT and SIGTERM on sigs, until it returns. A failure is printed and
-// reported to ready before the session is closed.
-func (c *common) serve(ctx context.Context, cmd, portal, target string, icfg initiator.Config, ready *mount.Reporter, stderr io.Writer, serve func(s *initiator.Session, sigs <-chan os.Signal) error) int {
+// reported to ready before the session is closed. With metrics.listen
+// configured it serves the session's metrics (luns: the LUNs to show from
+// the start; nil: as they are used) and its RNIC's.
+func (c *common) serve(ctx context.Context, cmd, portal, target string, icfg initiator.Config, luns []uint16, ready *mount.Reporter, stderr io.Writer, serve func(s *initiator.Session, sigs <-chan os.Signal) error) int {
 	c.verbose = true
+	var m *metrics.Initiator
+	if addr := c.cfg.Metrics.Listen; addr != "" {
+		m = metrics.NewInitiator()
+		obs := m.Session(target)
+		for _, n := range luns {
+			obs.AddLUN(n)
+		}
+		icfg.Observer = obs
+		msrv, err := metrics.Listen(addr, m.Registry)
+		if err != nil {
+			return endServing(ready, stderr, cmd, err)
+		}
+		defer msrv.Close()
+		log.Infof("metrics on http://%s/metrics", msrv.Addr())
+	}
 	s, dev, err := c.dial(ctx, portal, target, icfg, stderr)
 	if err != nil {
 		return endServing(ready, stderr, cmd, errors.New(loginFailure(target, portal, icfg.Buffers, err)))
 	}
 	defer dev.Close()
 	defer s.Close()
+	if m != nil && dev != nil {
+		m.RNIC.Set(dev.Counters)
+	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)

@@ -98,6 +98,15 @@ func TestMountNotifyAndMetrics(t *testing.T) {
 		bytes.Contains(body, []byte(`ddpinitiator_commands_total{lun="0",op="write",status="good",target="`+testtarget.TargetName+`"} 0`)) {
 		t.Errorf("no write commands counted:\n%s", body)
 	}
+	// The RNIC's counters: the commands went out as Sends, the 64 KiB of
+	// data at least as payload.
+	sends := []byte(`ddpinitiator_rdma_messages_total{direction="sent",message="send"} `)
+	if i := bytes.Index(body, sends); i < 0 || body[i+len(sends)] == '0' {
+		t.Errorf("the RNIC's Sends are not counted:\n%s", body)
+	}
+	if !bytes.Contains(body, []byte(`ddpinitiator_rdma_octets_total{direction="sent"}`)) {
+		t.Errorf("the RNIC's octets are not exported")
+	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	if msg := next(20 * time.Second); !strings.HasPrefix(msg, "STOPPING=1") {
 		t.Errorf("notification at SIGTERM %q, want STOPPING=1", msg)
