@@ -201,6 +201,16 @@ func (st *Status) Print(w io.Writer) {
 		state = st.Gone
 	}
 	fmt.Fprintf(w, "%s: %s at %s, pid %d, %s\n", info.Mountpoint, info.Target, info.Portal, info.PID, state)
+	if len(info.Paths) > 1 {
+		var ps []string
+		for _, p := range info.Paths {
+			if p == info.Portal {
+				p += " (in use)"
+			}
+			ps = append(ps, p)
+		}
+		fmt.Fprintf(w, "  paths: %s\n", strings.Join(ps, ", "))
+	}
 	for _, f := range info.Files {
 		var loops strings.Builder
 		for _, d := range LoopsOf(f.Path) {

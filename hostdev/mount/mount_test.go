@@ -124,6 +124,14 @@ func TestStateAndList(t *testing.T) {
 	if b.String() != want {
 		t.Errorf("status:\n%s\nwant\n%s", b.String(), want)
 	}
+	// A session with failover paths lists them, the one in use marked.
+	st.Info.Portal, st.Info.Paths = "10.0.0.2:3260", []string{"10.0.0.1:3260", "10.0.0.2:3260"}
+	b.Reset()
+	st.Print(&b)
+	want = "/gone: iqn.x:a at 10.0.0.2:3260, pid 4194305, PROCESS GONE\n  paths: 10.0.0.1:3260, 10.0.0.2:3260 (in use)\n  /m/lun0  4.0 MiB\n"
+	if b.String() != want {
+		t.Errorf("status with paths:\n%s\nwant\n%s", b.String(), want)
+	}
 	if len(List(t.TempDir())) != 0 {
 		t.Errorf("an empty run directory lists mounts")
 	}

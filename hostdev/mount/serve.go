@@ -91,7 +91,10 @@ func Serve(ctx context.Context, s *initiator.Session, c Config, stdout io.Writer
 	if err != nil {
 		return fmt.Errorf("mount on %s: %v", c.Dir, err)
 	}
-	info := Info{PID: os.Getpid(), Mountpoint: c.Dir, Target: c.Target, Portal: c.Portal, Log: c.LogFile}
+	info := Info{PID: os.Getpid(), Mountpoint: c.Dir, Target: c.Target, Portal: s.Portal(), Log: c.LogFile}
+	if ps := s.Portals(); len(ps) > 1 {
+		info.Paths = ps
+	}
 	for _, d := range disks {
 		name := fmt.Sprintf("lun%d", d.LUN())
 		info.Files = append(info.Files, File{Name: name, Path: filepath.Join(c.Dir, name), LUN: d.LUN(), Size: d.Size(), BlockSize: d.BlockSize(), ReadOnly: d.ReadOnly()})
@@ -114,10 +117,22 @@ func Serve(ctx context.Context, s *initiator.Session, c Config, stdout io.Writer
 	served := make(chan struct{})
 	go func() { srv.Wait(); close(served) }()
 	ended := s.Done()
+	paths := time.NewTicker(time.Second)
+	defer paths.Stop()
 	for {
 		select {
 		case <-signals:
 			unmountOnSignal(srv, c.Dir)
+			continue
+		case <-paths.C:
+			// After a failover, status shows the portal now in use.
+			if p := s.Portal(); p != info.Portal {
+				log.Warnf("%s now served through %s (was %s)", c.Dir, p, info.Portal)
+				info.Portal = p
+				if err := writeState(state, info); err != nil {
+					log.Warnf("mount state: %v", err)
+				}
+			}
 			continue
 		case <-ended:
 			ended = nil

@@ -29,7 +29,8 @@ type Info struct {
 	PID        int        `json:"pid"`
 	Mountpoint string     `json:"mountpoint"`
 	Target     string     `json:"target"`
-	Portal     string     `json:"portal"`
+	Portal     string     `json:"portal"`          // the portal in use
+	Paths      []string   `json:"paths,omitempty"` // every portal the session may fail over to, Portal included
 	Log        string     `json:"log,omitempty"`
 	Files      []File     `json:"files"`
 	Error      string     `json:"error,omitempty"`

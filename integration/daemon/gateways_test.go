@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -247,4 +249,81 @@ func TestGatewayDies(t *testing.T) {
 		t.Fatal("nothing was written")
 	}
 	t.Logf("%d block runs checked through the survivor", n)
+}
+
+// TestMountGatewayDies: a mount of a shared image whose configuration
+// lists both gateways stays up when the one in use is killed during a
+// verifying fio: fio finishes without an error, and status shows the
+// survivor in use among the paths.
+func TestMountGatewayDies(t *testing.T) {
+	needMount(t)
+	bin := need(t, "fio", "fio")
+	dir := t.TempDir()
+	img := filepath.Join(dir, "shared.img")
+	groups := "    alua: {group: %d, groups: [{id: 1, state: active-optimized}, {id: 2, state: active-non-optimized}]}"
+	addr1, addr2 := freePort(t), freePort(t)
+	gw1 := startTarget(t, gatewayConfig(t, filepath.Join(dir, "gw1"), addr1, img, fmt.Sprintf(groups, 1)), addr1)
+	startTarget(t, gatewayConfig(t, filepath.Join(dir, "gw2"), addr2, img, fmt.Sprintf(groups, 2)), addr2)
+	icfg := filepath.Join(dir, "initiator.yaml")
+	os.WriteFile(icfg, []byte(fmt.Sprintf("initiator_name: %s\ntargets:\n  - name: %s\n    portals: [%s, %s]\nrecovery_timeout: 60s\nnop: {interval: 1s, timeout: 5s}\n",
+		initiatorName, gatewayTarget, addr1, addr2)), 0o644)
+	runDir, mnt := filepath.Join(dir, "run"), filepath.Join(dir, "mnt")
+	os.Mkdir(mnt, 0o755)
+	mustRun(t, ddpinitiator(t), "mount", "--daemon", "--config", icfg, "--run-dir", runDir, mnt)
+	t.Cleanup(func() {
+		if out, code := run(ddpinitiator(t), "umount", "--run-dir", runDir, mnt); code != 0 {
+			t.Errorf("umount: exit %d\n%s", code, out)
+		}
+	})
+	if out := mustRun(t, ddpinitiator(t), "status", "--run-dir", runDir); !strings.Contains(out, " at "+addr1+",") ||
+		!strings.Contains(out, "paths: "+addr1+" (in use), "+addr2) {
+		t.Fatalf("status before the failover:\n%s", out)
+	}
+	job := filepath.Join(dir, "failover.fio")
+	os.WriteFile(job, []byte(`[global]
+filename=${DDP_FILE}
+size=12M
+direct=1
+ioengine=libaio
+iodepth=8
+bs=64k
+verify=crc32c
+verify_fatal=1
+do_verify=1
+[write-through-a-failover]
+rw=randwrite
+rate=4m
+`), 0o644)
+	cmd := exec.Command(bin, "--output-format=json", job)
+	cmd.Env = append(os.Environ(), "DDP_FILE="+filepath.Join(mnt, "lun0"))
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	fioDone := make(chan error, 1)
+	go func() { fioDone <- cmd.Wait() }()
+	time.Sleep(1500 * time.Millisecond) // into the write phase
+	gw1.cmd.Process.Kill()
+	select {
+	case err := <-fioDone:
+		if err != nil || !strings.Contains(out.String(), `"error" : 0`) {
+			t.Fatalf("fio through the failover: %v\n%s", err, out.String())
+		}
+	case <-time.After(3 * time.Minute):
+		cmd.Process.Kill()
+		t.Fatalf("fio did not finish after the gateway died\n%s", out.String())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := mustRun(t, ddpinitiator(t), "status", "--run-dir", runDir)
+		if strings.Contains(st, " at "+addr2+",") && strings.Contains(st, addr2+" (in use)") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status after the failover:\n%s", st)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

@@ -260,6 +260,10 @@ func portalList(addr string, alternates []string) []string {
 // it recovers a lost connection.
 func (s *Session) Portal() string { return s.portals[s.cur.Load()] }
 
+// Portals returns every portal the session may use: the one it dialed,
+// then its alternates.
+func (s *Session) Portals() []string { return slices.Clone(s.portals) }
+
 // nextPortal moves on to the next portal after the current one could not
 // be reached (err), when there is another.
 func (s *Session) nextPortal(err error) {
