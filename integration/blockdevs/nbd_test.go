@@ -15,9 +15,8 @@ import (
 // the store, discard as UNMAP, a connection dropped and replaced with
 // NBD_CMD_RECONFIGURE), then through "ddpinitiator attach --nbd" as an
 // operator runs it (ext4 made, written, refused detach while mounted,
-// read back, detached, logged out), then of ddptarget run as a process on
-// a file (fio verify raw and on ext4, the target killed mid-write and
-// restarted; processRoundTrip).
+// read back, detached, logged out). TestGuestProcess does the same with
+// ddptarget as a process, fio and a kill of the target.
 func TestGuestNBD(t *testing.T) {
 	inGuest(t)
 	l := newLab(t)
@@ -64,5 +63,4 @@ func TestGuestNBD(t *testing.T) {
 		}
 	})
 	t.Run("Command", func(t *testing.T) { commandRoundTrip(t, "nbd", l) })
-	t.Run("Process", func(t *testing.T) { processRoundTrip(t, "nbd") })
 }

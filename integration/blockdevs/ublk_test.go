@@ -16,8 +16,8 @@ import (
 // the store, discard as UNMAP, stop and delete), then through
 // "ddpinitiator attach --ublk" as an operator runs it (ext4 made,
 // written, refused detach while mounted, read back, detached, logged
-// out), then of ddptarget run as a process on a file (fio verify raw and
-// on ext4, the target killed mid-write and restarted; processRoundTrip).
+// out). TestGuestProcess does the same with ddptarget as a process, fio
+// and a kill of the target.
 func TestGuestUblk(t *testing.T) {
 	inGuest(t)
 	l := newLab(t)
@@ -53,5 +53,4 @@ func TestGuestUblk(t *testing.T) {
 		}
 	})
 	t.Run("Command", func(t *testing.T) { commandRoundTrip(t, "ublk", l) })
-	t.Run("Process", func(t *testing.T) { processRoundTrip(t, "ublk") })
 }
