@@ -2,6 +2,7 @@ package transport_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -76,5 +77,33 @@ func TestFailover(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Fatalf("a caller saw the failover: %v", err)
+	}
+}
+
+// TestDialFailover: Dial logs in at the next portal when the first cannot
+// be reached, and when none can, says why for the first and the others.
+func TestDialFailover(t *testing.T) {
+	checkGoroutines(t)
+	r := newRig(t, rigOpts{sizes: []int64{1 << 20}})
+	dead := newCutProxy(t, r.addr)
+	dead.refuse.Store(true)
+	deadAddr := dead.ln.Addr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := initiator.Config{InitiatorName: initiatorName, TargetName: targetName, Log: quietLog(), Buffers: 1 << 20,
+		Alternates: []string{r.addr}}
+	s, err := initiator.Dial(ctx, r.dev, "tcp", deadAddr, cfg)
+	if err != nil {
+		t.Fatalf("Dial with a live alternate: %v", err)
+	}
+	if s.Portal() != r.addr {
+		t.Errorf("logged in at %s, want %s", s.Portal(), r.addr)
+	}
+	s.Close()
+	dead.ln.Close() // now nothing listens there either
+	cfg.Alternates = []string{deadAddr}
+	_, err = initiator.Dial(ctx, r.dev, "tcp", "127.0.0.1:1", cfg)
+	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") || !strings.Contains(err.Error(), "other portals") || !strings.Contains(err.Error(), deadAddr) {
+		t.Errorf("Dial with no portal answering: %v", err)
 	}
 }

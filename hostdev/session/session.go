@@ -80,6 +80,11 @@ const DialTimeout = 20 * time.Second
 // Dial logs in to portal over network on a new software RNIC; the caller
 // closes the session, then the device.
 func Dial(ctx context.Context, network, portal string, cfg initiator.Config) (*initiator.Session, *iwarp.Device, error) {
+	if !slices.Contains(cfg.Alternates, portal) {
+		// The configured portals are failover paths only for a session to
+		// one of them, not for a portal given on the command line.
+		cfg.Alternates = nil
+	}
 	dev := iwarp.NewDevice(0)
 	if cfg.Conn.ReadSpin == 0 {
 		cfg.Conn.ReadSpin = iwarp.DefaultReadSpin

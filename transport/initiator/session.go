@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -201,15 +202,30 @@ func Dial(ctx context.Context, dev *iwarp.Device, network, addr string, cfg Conf
 			s.free = append(s.free, int32(i))
 		}
 	}
-	for range s.portals { // each portal once, until one answers
+	// Each portal once, until one answers; the first one's error if none
+	// does, with the others'.
+	var first error
+	var others []string
+	for range s.portals {
 		if s.tr, err = s.connect(ctx); err == nil || ctx.Err() != nil {
 			break
 		}
-		s.nextPortal(err)
+		if first == nil {
+			first = err
+		} else {
+			others = append(others, err.Error())
+		}
+		s.cur.Store((s.cur.Load() + 1) % int32(len(s.portals)))
 	}
 	if err != nil {
 		s.bufs.Close()
-		return nil, err
+		if len(others) > 0 {
+			return nil, fmt.Errorf("%w (and its other portals: %s)", first, strings.Join(others, "; "))
+		}
+		return nil, first
+	}
+	if first != nil {
+		s.log.Warnf("initiator: %s cannot be reached (%v); logging in at %s", addr, first, s.Portal())
 	}
 	s.ended = make(chan struct{})
 	s.lastRx = time.Now()
