@@ -142,7 +142,7 @@ func loadModules(t *testing.T) {
 		t.Fatalf("the host's module list: %v", err)
 	}
 	for _, ko := range strings.Fields(string(b)) {
-		if _, err := os.Stat(filepath.Join("/sys/module", moduleName(ko))); err == nil {
+		if _, err := os.Stat(filepath.Join("/sys/module", vmlab.ModuleName(ko))); err == nil {
 			continue
 		}
 		if out, err := exec.Command("insmod", filepath.Join(modulesDir, ko)).CombinedOutput(); err != nil {

@@ -1,9 +1,7 @@
 package iser
 
 import (
-	"bufio"
 	"bytes"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,10 +16,10 @@ import (
 // What the host puts in the shared directory for the guest (guest_test.go
 // reads the same names).
 const (
-	modulesDir  = "modules"       // *.ko, and modules.order: insmod in this order
-	iscsiDir    = "open-iscsi"    // bin/iscsid, bin/iscsiadm, lib/*.so*
-	guestBinary = "iser.test"     // this package's test binary
-	modulesList = "modules.order" // in modulesDir
+	modulesDir  = "modules"         // *.ko, and modules.order: insmod in this order
+	iscsiDir    = "open-iscsi"      // bin/iscsid, bin/iscsiadm, lib/*.so*
+	guestBinary = "iser.test"       // this package's test binary
+	modulesList = vmlab.ModulesList // in modulesDir
 )
 
 // guestModules are what the Linux initiator needs beyond the guest image's
@@ -49,121 +47,10 @@ func TestLinuxInitiator(t *testing.T) {
 	}
 }
 
-// guestKABI is the guest kernel's release, from build-vm.sh's manifest
-// ("kernel:   linux-image-6.1.0-56-amd64 6.1.192-2 ...").
-func guestKABI(t *testing.T) string {
-	b, err := os.ReadFile(filepath.Join(vmlab.CacheDir(), "out", "manifest.txt"))
-	if err != nil {
-		t.Fatalf("the guest's kernel release: %v", err)
-	}
-	m := regexp.MustCompile(`(?m)^kernel:\s+linux-image-(\S+)`).FindSubmatch(b)
-	if m == nil {
-		t.Fatalf("no kernel line in %s/out/manifest.txt", vmlab.CacheDir())
-	}
-	return string(m[1])
-}
-
-// guestModuleTree finds the guest kernel's full module tree: build-vm.sh
-// extracts the kernel package under its work directory and copies only
-// the modules the lab needs into the image, which has neither the SCSI
-// disk driver nor iSCSI. The modules of the very kernel the guest boots
-// are what we insmod there, so they are taken from that package: the work
-// directory's copy, or the package itself, downloaded with apt-get.
-func guestModuleTree(t *testing.T) string {
-	kabi := guestKABI(t)
-	tree := filepath.Join(vmlab.CacheDir(), "work", "kernel-"+kabi, "lib", "modules", kabi)
-	if _, err := os.Stat(filepath.Join(tree, "modules.dep")); err == nil {
-		return tree
-	}
-	dl := t.TempDir()
-	get := exec.Command("apt-get", "download", "linux-image-"+kabi)
-	get.Dir = dl
-	if out, err := get.CombinedOutput(); err != nil {
-		t.Fatalf("no %s and apt-get download linux-image-%s: %v\n%s", tree, kabi, err, out)
-	}
-	debs, _ := filepath.Glob(filepath.Join(dl, "*.deb"))
-	if len(debs) != 1 {
-		t.Fatalf("apt-get download linux-image-%s left %v", kabi, debs)
-	}
-	root := filepath.Join(dl, "root")
-	if out, err := exec.Command("dpkg-deb", "-x", debs[0], root).CombinedOutput(); err != nil {
-		t.Fatalf("dpkg-deb -x %s: %v\n%s", debs[0], err, out)
-	}
-	return filepath.Join(root, "lib", "modules", kabi)
-}
-
-// copyModules copies guestModules and their dependencies into dst, and
-// writes dst/modules.order: the module files in an order insmod accepts
-// (every module after its dependencies).
+// copyModules copies guestModules and their dependencies into dst, with
+// the order to insmod them in (vmlab.ModulesList).
 func copyModules(t *testing.T, dst string) {
-	tree := guestModuleTree(t)
-	f, err := os.Open(filepath.Join(tree, "modules.dep"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	deps := map[string][]string{} // module path -> dependency paths
-	byName := map[string]string{} // module name -> path
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		mod, rest, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		deps[mod] = strings.Fields(rest)
-		byName[moduleName(mod)] = mod
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	var order []string
-	seen := map[string]bool{}
-	var visit func(string)
-	visit = func(mod string) {
-		if seen[mod] {
-			return
-		}
-		seen[mod] = true
-		for _, d := range deps[mod] {
-			visit(d)
-		}
-		order = append(order, mod)
-	}
-	for _, name := range guestModules {
-		mod, ok := byName[name]
-		if !ok {
-			t.Fatalf("the guest kernel (%s) has no %s module: it cannot be an iSER initiator", tree, name)
-		}
-		visit(mod)
-	}
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	var list strings.Builder
-	for _, mod := range order {
-		b, err := os.ReadFile(filepath.Join(tree, mod))
-		if err != nil {
-			t.Fatal(err)
-		}
-		base := filepath.Base(mod)
-		if err := os.WriteFile(filepath.Join(dst, base), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintln(&list, base)
-	}
-	if err := os.WriteFile(filepath.Join(dst, modulesList), []byte(list.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("guest modules (from %s): %s", tree, strings.Join(strings.Fields(list.String()), " "))
-}
-
-// moduleName is the module name of a modules.dep path, as /sys/module
-// spells it.
-func moduleName(path string) string {
-	base := filepath.Base(path)
-	base, _, _ = strings.Cut(base, ".ko")
-	return strings.ReplaceAll(base, "-", "_")
+	vmlab.CopyModules(t, dst, guestModules, "it cannot be an iSER initiator")
 }
 
 // copyOpenISCSI copies iscsid and iscsiadm, with every shared library

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ddpstore/ddpstore/integration/vmlab"
 	"golang.org/x/sys/unix"
 )
 
@@ -46,7 +47,7 @@ func setupGuest() {
 		return
 	}
 	for _, ko := range strings.Fields(string(b)) {
-		if _, err := os.Stat(filepath.Join("/sys/module", moduleName(ko))); err == nil {
+		if _, err := os.Stat(filepath.Join("/sys/module", vmlab.ModuleName(ko))); err == nil {
 			continue
 		}
 		if out, err := exec.Command("insmod", filepath.Join(modulesDir, ko)).CombinedOutput(); err != nil {

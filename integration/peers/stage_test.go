@@ -1,8 +1,6 @@
 package peers
 
 import (
-	"bufio"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,12 +14,12 @@ import (
 // What the host puts in the shared directory for the guest (the guest
 // tests read the same names).
 const (
-	modulesDir  = "modules"       // *.ko, and modules.order: insmod in this order
-	modulesList = "modules.order" // in modulesDir
-	progsDir    = "progs"         // bin/PROGRAM, lib/*.so* with the dynamic loader
-	guestBinary = "peers.test"    // this package's test binary
-	initiator   = "ddpinitiator"  // the static initiator program
-	fioJob      = "verify.fio"    // examples/fio/verify.fio
+	modulesDir  = "modules"         // *.ko, and modules.order: insmod in this order
+	modulesList = vmlab.ModulesList // in modulesDir
+	progsDir    = "progs"           // bin/PROGRAM, lib/*.so* with the dynamic loader
+	guestBinary = "peers.test"      // this package's test binary
+	initiator   = "ddpinitiator"    // the static initiator program
+	fioJob      = "verify.fio"      // examples/fio/verify.fio
 )
 
 // guestModules are what the peers need beyond the guest image's RDMA
@@ -59,91 +57,10 @@ func stage(t *testing.T, dir string) {
 	}
 }
 
-// guestModuleTree is the guest kernel's module tree, which build-vm.sh
-// extracts under its work directory (integration/iser does the same, and
-// downloads the package when the tree is gone).
-func guestModuleTree(t *testing.T) string {
-	b, err := os.ReadFile(filepath.Join(vmlab.CacheDir(), "out", "manifest.txt"))
-	if err != nil {
-		t.Fatalf("the guest's kernel release: %v", err)
-	}
-	m := regexp.MustCompile(`(?m)^kernel:\s+linux-image-(\S+)`).FindSubmatch(b)
-	if m == nil {
-		t.Fatalf("no kernel line in %s/out/manifest.txt", vmlab.CacheDir())
-	}
-	kabi := string(m[1])
-	tree := filepath.Join(vmlab.CacheDir(), "work", "kernel-"+kabi, "lib", "modules", kabi)
-	if _, err := os.Stat(filepath.Join(tree, "modules.dep")); err != nil {
-		t.Skipf("the guest kernel's module tree %s is gone (run integration/iser, which fetches it, or build-vm.sh): %v", tree, err)
-	}
-	return tree
-}
-
-// copyModules copies guestModules and their dependencies into dst, and
-// writes dst/modules.order: every module after its dependencies.
+// copyModules copies guestModules and their dependencies into dst, with
+// the order to insmod them in (vmlab.ModulesList).
 func copyModules(t *testing.T, dst string) {
-	tree := guestModuleTree(t)
-	f, err := os.Open(filepath.Join(tree, "modules.dep"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	deps := map[string][]string{}
-	byName := map[string]string{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		mod, rest, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		deps[mod] = strings.Fields(rest)
-		byName[moduleName(mod)] = mod
-	}
-	var order []string
-	seen := map[string]bool{}
-	var visit func(string)
-	visit = func(mod string) {
-		if seen[mod] {
-			return
-		}
-		seen[mod] = true
-		for _, d := range deps[mod] {
-			visit(d)
-		}
-		order = append(order, mod)
-	}
-	for _, name := range guestModules {
-		mod, ok := byName[name]
-		if !ok {
-			t.Fatalf("the guest kernel (%s) has no %s module", tree, name)
-		}
-		visit(mod)
-	}
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	var list strings.Builder
-	for _, mod := range order {
-		b, err := os.ReadFile(filepath.Join(tree, mod))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dst, filepath.Base(mod)), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintln(&list, filepath.Base(mod))
-	}
-	if err := os.WriteFile(filepath.Join(dst, modulesList), []byte(list.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// moduleName is the module name of a modules.dep path, as /sys/module
-// spells it.
-func moduleName(path string) string {
-	base, _, _ := strings.Cut(filepath.Base(path), ".ko")
-	return strings.ReplaceAll(base, "-", "_")
+	vmlab.CopyModules(t, dst, guestModules, "the peers need it")
 }
 
 // copyPrograms installs guestPrograms on the host with the project's

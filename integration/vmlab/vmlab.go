@@ -5,11 +5,15 @@
 package vmlab
 
 import (
+	"bufio"
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -153,4 +157,128 @@ func Run(t testing.TB, dir string, args ...string) ([]byte, error) {
 		t.Skipf("qemu could not run the guest: %s", out.String())
 	}
 	return out.Bytes(), err
+}
+
+// ModulesList is the file CopyModules writes beside the modules: their
+// file names, one a line, each after its dependencies (the order insmod
+// accepts).
+const ModulesList = "modules.order"
+
+// GuestKABI is the guest kernel's release, from build-vm.sh's manifest
+// ("kernel:   linux-image-6.1.0-56-amd64 6.1.192-2 ...").
+func GuestKABI(t testing.TB) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(CacheDir(), "out", "manifest.txt"))
+	if err != nil {
+		t.Fatalf("the guest's kernel release: %v", err)
+	}
+	m := regexp.MustCompile(`(?m)^kernel:\s+linux-image-(\S+)`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("no kernel line in %s/out/manifest.txt", CacheDir())
+	}
+	return string(m[1])
+}
+
+// GuestModuleTree finds the guest kernel's full module tree: build-vm.sh
+// extracts the kernel package under its work directory and copies only
+// the modules the lab needs into the image. The modules of the very kernel
+// the guest boots are what a test insmods there, so they are taken from
+// that package: the work directory's copy, or the package itself,
+// downloaded with apt-get.
+func GuestModuleTree(t testing.TB) string {
+	t.Helper()
+	kabi := GuestKABI(t)
+	tree := filepath.Join(CacheDir(), "work", "kernel-"+kabi, "lib", "modules", kabi)
+	if _, err := os.Stat(filepath.Join(tree, "modules.dep")); err == nil {
+		return tree
+	}
+	dl := t.TempDir()
+	get := exec.Command("apt-get", "download", "linux-image-"+kabi)
+	get.Dir = dl
+	if out, err := get.CombinedOutput(); err != nil {
+		t.Fatalf("no %s and apt-get download linux-image-%s: %v\n%s", tree, kabi, err, out)
+	}
+	debs, _ := filepath.Glob(filepath.Join(dl, "*.deb"))
+	if len(debs) != 1 {
+		t.Fatalf("apt-get download linux-image-%s left %v", kabi, debs)
+	}
+	root := filepath.Join(dl, "root")
+	if out, err := exec.Command("dpkg-deb", "-x", debs[0], root).CombinedOutput(); err != nil {
+		t.Fatalf("dpkg-deb -x %s: %v\n%s", debs[0], err, out)
+	}
+	return filepath.Join(root, "lib", "modules", kabi)
+}
+
+// CopyModules copies the guest kernel's modules names and their
+// dependencies into dst, and writes dst/ModulesList. why says what a
+// missing module means, for the failure.
+func CopyModules(t testing.TB, dst string, names []string, why string) {
+	t.Helper()
+	tree := GuestModuleTree(t)
+	f, err := os.Open(filepath.Join(tree, "modules.dep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	deps := map[string][]string{} // module path -> dependency paths
+	byName := map[string]string{} // module name -> path
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		mod, rest, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		deps[mod] = strings.Fields(rest)
+		byName[ModuleName(mod)] = mod
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	seen := map[string]bool{}
+	var visit func(string)
+	visit = func(mod string) {
+		if seen[mod] {
+			return
+		}
+		seen[mod] = true
+		for _, d := range deps[mod] {
+			visit(d)
+		}
+		order = append(order, mod)
+	}
+	for _, name := range names {
+		mod, ok := byName[name]
+		if !ok {
+			t.Fatalf("the guest kernel (%s) has no %s module: %s", tree, name, why)
+		}
+		visit(mod)
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var list strings.Builder
+	for _, mod := range order {
+		b, err := os.ReadFile(filepath.Join(tree, mod))
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := filepath.Base(mod)
+		if err := os.WriteFile(filepath.Join(dst, base), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintln(&list, base)
+	}
+	if err := os.WriteFile(filepath.Join(dst, ModulesList), []byte(list.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("guest modules (from %s): %s", tree, strings.Join(strings.Fields(list.String()), " "))
+}
+
+// ModuleName is the module name of a modules.dep path, as /sys/module
+// spells it.
+func ModuleName(path string) string {
+	base, _, _ := strings.Cut(filepath.Base(path), ".ko")
+	return strings.ReplaceAll(base, "-", "_")
 }
