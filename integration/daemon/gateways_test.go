@@ -214,6 +214,7 @@ func TestGatewayDies(t *testing.T) {
 	}
 	time.Sleep(500 * time.Millisecond)
 	gw1.cmd.Process.Kill()
+	<-gw1.done
 	deadline := time.Now().Add(30 * time.Second)
 	for s.Portal() != addr2 {
 		if time.Now().After(deadline) {
@@ -306,6 +307,7 @@ rate=4m
 	go func() { fioDone <- cmd.Wait() }()
 	time.Sleep(1500 * time.Millisecond) // into the write phase
 	gw1.cmd.Process.Kill()
+	<-gw1.done
 	select {
 	case err := <-fioDone:
 		if err != nil || !strings.Contains(out.String(), `"error" : 0`) {
