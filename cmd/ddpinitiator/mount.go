@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"syscall"
 
 	"github.com/ddpstore/ddpstore/hostdev/mount"
@@ -116,6 +117,7 @@ func serveMount(ctx context.Context, c *common, m *mountFlags, portal, dir strin
 // the start; nil: as they are used) and its RNIC's.
 func (c *common) serve(ctx context.Context, cmd, portal, target string, icfg initiator.Config, luns []uint16, ready *mount.Reporter, stderr io.Writer, serve func(s *initiator.Session, sigs <-chan os.Signal) error) int {
 	c.verbose = true
+	serverProcs()
 	var m *metrics.Initiator
 	if addr := c.cfg.Metrics.Listen; addr != "" {
 		m = metrics.NewInitiator()
@@ -154,4 +156,18 @@ func endServing(ready *mount.Reporter, stderr io.Writer, cmd string, err error) 
 	}
 	ready.Fail(stderr, "ddpinitiator "+cmd, err)
 	return exitFailed
+}
+
+// serverProcs gives a serving process at least two Go processors. The FUSE
+// server reads /dev/fuse (and ublk waits in io_uring_enter) in a blocking
+// system call, and a processor stays with the thread in that call. With one
+// processor, as under `taskset -c 1` or a one-CPU cpuset, that leaves none
+// to poll the network for the target's answer until the runtime's monitor
+// takes the processor back, 20 µs to 10 ms later: every I/O of the mount
+// waited for it. A second processor is idle when the reader blocks, so it
+// polls the network at once. GOMAXPROCS in the environment still decides.
+func serverProcs() {
+	if os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) < 2 {
+		runtime.GOMAXPROCS(2)
+	}
 }
