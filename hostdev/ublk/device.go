@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/ddpstore/ddpstore/hostdev/nbd"
+	"github.com/ddpstore/ddpstore/hostdev/uring"
 	log "github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 )
@@ -67,7 +68,7 @@ type Device struct {
 type control struct {
 	mu sync.Mutex
 	fd int
-	r  *ring
+	r  *uring.Ring
 	// page is what a command's buffer is copied through: memory outside
 	// the Go heap and stacks, whose address the kernel may keep using
 	// while the command runs.
@@ -79,14 +80,14 @@ func openControl() (*control, error) {
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: ControlPath, Err: err}
 	}
-	r, err := newRing(4)
+	r, err := uring.New(4, uring.SetupSQE128)
 	if err != nil {
 		unix.Close(fd)
 		return nil, err
 	}
 	page, err := unix.Mmap(-1, 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
-		r.close()
+		r.Close()
 		unix.Close(fd)
 		return nil, err
 	}
@@ -94,7 +95,7 @@ func openControl() (*control, error) {
 }
 
 func (c *control) close() {
-	c.r.close()
+	c.r.Close()
 	unix.Close(c.fd)
 	unix.Munmap(c.page)
 }
@@ -112,17 +113,17 @@ func (c *control) cmd(op uint32, cc CtrlCmd, buf []byte) (int32, error) {
 		cc.Len = uint16(len(buf))
 	}
 	var b [CtrlCmdLen]byte
-	e, err := c.r.sqe()
+	e, err := c.r.SQE()
 	if err != nil {
 		return 0, err
 	}
-	putCmd(e, c.fd, op, uint64(op), cc.Encode(b[:]))
-	if err := c.r.enter(1); err != nil {
+	uring.PutCmd(e, c.fd, op, uint64(op), cc.Encode(b[:]))
+	if err := c.r.Enter(1); err != nil {
 		return 0, err
 	}
 	var res int32
-	for c.r.reap(func(_ uint64, r int32) { res = r }) == 0 {
-		if err := c.r.enter(1); err != nil {
+	for c.r.Reap(func(_ uint64, r int32) { res = r }) == 0 {
+		if err := c.r.Enter(1); err != nil {
 			return 0, err
 		}
 	}

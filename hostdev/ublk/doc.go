@@ -14,7 +14,8 @@
 // slots. Zero copy (UBLK_F_SUPPORT_ZERO_COPY) the 6.1 driver refuses,
 // and user copy (UBLK_F_USER_COPY) came in 6.5.
 //
-// io_uring is driven with raw system calls (uring.go): no Go io_uring
-// library is served here, and ublk needs only setup, the mmap'd rings and
-// enter, with URING_CMD and POLL_ADD.
+// io_uring is driven with raw system calls through hostdev/uring, the
+// ring code this package shares with lunfs's FUSE-over-io_uring transport:
+// ublk needs only setup, the mmap'd rings and enter, with URING_CMD and
+// POLL_ADD.
 package ublk

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ddpstore/ddpstore/hostdev/nbd"
 	"github.com/ddpstore/ddpstore/hostdev/remote"
+	"github.com/ddpstore/ddpstore/hostdev/uring"
 	"golang.org/x/sys/unix"
 )
 
@@ -47,23 +48,23 @@ func (q *queue) buf(tag uint16) []byte {
 	return q.d.bufs[i*n : (i+1)*n]
 }
 
-func (q *queue) ioCmd(r *ring, op uint32, tag uint16, res int32) error {
-	e, err := r.sqe()
+func (q *queue) ioCmd(r *uring.Ring, op uint32, tag uint16, res int32) error {
+	e, err := r.SQE()
 	if err != nil {
 		return err
 	}
 	var b [IOCmdLen]byte
 	c := IOCmd{QueueID: q.id, Tag: tag, Result: res, Addr: uint64(uintptr(unsafe.Pointer(&q.buf(tag)[0])))}
-	putCmd(e, q.d.cdev, op, uint64(tag), c.Encode(b[:]))
+	uring.PutCmd(e, q.d.cdev, op, uint64(tag), c.Encode(b[:]))
 	return nil
 }
 
-func (q *queue) armPoll(r *ring) error {
-	e, err := r.sqe()
+func (q *queue) armPoll(r *uring.Ring) error {
+	e, err := r.SQE()
 	if err != nil {
 		return err
 	}
-	putPoll(e, q.evfd, pollTag)
+	uring.PutPoll(e, q.evfd, pollTag)
 	return nil
 }
 
@@ -72,12 +73,12 @@ func (q *queue) armPoll(r *ring) error {
 func (q *queue) run(started chan<- error) {
 	runtime.LockOSThread() // never unlocked: the thread ends with the queue
 	depth := q.d.depth
-	r, err := newRing(uint32(2 * depth))
+	r, err := uring.New(uint32(2*depth), uring.SetupSQE128)
 	if err != nil {
 		started <- err
 		return
 	}
-	defer r.close()
+	defer r.Close()
 	q.evfd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
 	if err != nil {
 		started <- fmt.Errorf("ublk: eventfd: %w", err)
@@ -94,7 +95,7 @@ func (q *queue) run(started chan<- error) {
 		started <- err
 		return
 	}
-	if err := r.enter(0); err != nil {
+	if err := r.Enter(0); err != nil {
 		started <- fmt.Errorf("ublk: FETCH_REQ: %w", err)
 		return
 	}
@@ -102,13 +103,13 @@ func (q *queue) run(started chan<- error) {
 
 	active := depth // tags with a command in the kernel or a request here
 	for active > 0 {
-		if err := r.enter(1); err != nil {
+		if err := r.Enter(1); err != nil {
 			q.err = err
 			q.d.log.Errorf("%s: %v", q.d.Path, err)
 			return
 		}
 		polled := false
-		r.reap(func(ud uint64, res int32) {
+		r.Reap(func(ud uint64, res int32) {
 			if ud == pollTag {
 				polled = true
 				return
