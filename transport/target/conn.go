@@ -176,18 +176,27 @@ func (c *conn) init() {
 	offer.TargetRecvDataSegmentLength = uint32(cfg.RecvDataSegment)
 	offer.MaxOutstandingUnexpectedPDUs = extraTasks / 2
 	tc := &login.TargetConfig{
-		Lookup:     c.srv.lookup,
 		Discovery:  cfg.Discovery,
 		Offer:      offer,
 		QueueDepth: uint32(cfg.QueueDepth),
 		TPGT:       1,
 		NewTSIH:    c.srv.nextTSIH,
 	}
+	// The offer of a Normal session depends on the target it names:
+	// the login finds the target's policy before it begins negotiating
+	// from Offer (login.Target), so the target's ImmediateData is put
+	// into this connection's own config as it is looked up.
+	tc.Lookup = func(name string) *login.TargetPolicy {
+		ex := c.srv.ex.Load()
+		p := ex.policies[name]
+		if p != nil {
+			tc.Offer.ImmediateData = !ex.noImmediate[name]
+		}
+		return p
+	}
 	c.tr.loginConfig(tc)
 	c.lt = login.NewTarget(tc)
 }
-
-func (s *Server) lookup(name string) *login.TargetPolicy { return s.ex.Load().policies[name] }
 
 func (s *Server) nextTSIH() uint16 {
 	for {

@@ -32,6 +32,14 @@ type Export struct {
 	CHAP *login.CHAP
 	// Alias is the TargetAlias sent at login.
 	Alias string
+	// NoImmediateData makes the target offer ImmediateData=No in the
+	// logins of this target's Normal sessions (RFC 7143 section 13.11;
+	// the default offer is Yes): initiators then send no data with their
+	// commands, and all write data is fetched by RDMA Read (iSER) or
+	// solicited by R2T (iSCSI/TCP). For initiators whose immediate data
+	// cannot be trusted (docs/interop.md: libiscsi 1.19's iSER announces
+	// immediate data it does not send).
+	NoImmediateData bool
 }
 
 // Config is the target's configuration. Zero fields take the defaults.
@@ -177,14 +185,20 @@ type exports struct {
 	list     []Export
 	policies map[string]*login.TargetPolicy
 	targets  map[string]*lu.Target
+	// noImmediate names the targets that offer ImmediateData=No.
+	noImmediate map[string]bool
 }
 
 func newExports(gen uint64, list []Export) *exports {
-	ex := &exports{gen: gen, list: list, policies: map[string]*login.TargetPolicy{}, targets: map[string]*lu.Target{}}
+	ex := &exports{gen: gen, list: list, policies: map[string]*login.TargetPolicy{}, targets: map[string]*lu.Target{},
+		noImmediate: map[string]bool{}}
 	for _, e := range list {
 		name := e.Target.Name()
 		ex.policies[name] = &login.TargetPolicy{Name: name, Alias: e.Alias, Initiators: e.Initiators, CHAP: e.CHAP}
 		ex.targets[name] = e.Target
+		if e.NoImmediateData {
+			ex.noImmediate[name] = true
+		}
 	}
 	return ex
 }
