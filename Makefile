@@ -31,18 +31,23 @@ SOAK_REPORT  ?= $(OUT)/soak.md
 COMPARE_RUNTIME ?= 8s
 COMPARE_RUNS    ?= 3
 
-.PHONY: all build run test check bench compare compare-smoke fuzz lint soak clean
+.PHONY: all deps build run test check bench compare compare-smoke fuzz lint soak clean
 
 all: build
 
-build:
+# What the build needs beyond Go: librbd's headers for blockdev/rbd's cgo
+# (and the single-node Ceph that its tests start), installed when missing.
+deps:
+	@scripts/ceph.sh
+
+build: deps
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 run: build
 	scripts/demo.sh $(BIN)
 
-check:
+check: deps
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
@@ -60,7 +65,7 @@ soak:
 	@mkdir -p $(OUT)
 	SOAK_DURATION=$(DURATION) SOAK_OUT=$(SOAK_REPORT) $(GO) test -count=1 -v -run '^TestSoak$$' -timeout $(SOAK_TIMEOUT) ./integration/soak
 
-bench:
+bench: deps
 	@mkdir -p $(OUT)
 	set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./... | tee $(OUT)/bench.txt
 	@echo; echo "RNIC and iSER against plain TCP over loopback (same run):"
@@ -85,7 +90,7 @@ compare-smoke: build
 	else echo "compare-smoke: skipped: the peers are not installed and cannot be (see above)"; fi
 
 # Each fuzz target runs alone (go test -fuzz takes one target per package).
-fuzz:
+fuzz: deps
 	@set -e; for pkg in $$($(GO) list ./...); do \
 	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
 	    echo "== $$pkg $$t for $(FUZZTIME)"; \
