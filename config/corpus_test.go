@@ -411,7 +411,7 @@ func corpus() []corpusCase {
 		{"listen0", "sctp: true", "portals[0]", `unknown field "sctp"; the fields of a portal are listen, transport and mpa`},
 		{"transport1", "mpa_revision: 2", "portals[1]", `unknown field "mpa_revision"`},
 		{"revision", "marker: true", "portals[0].mpa", `unknown field "marker" (did you mean "markers"?); the fields of mpa are revision, markers and crc`},
-		{"name0", "aliass: x", "targets[0]", `unknown field "aliass" (did you mean "alias"?); the fields of a target are name, alias, luns, initiators, chap and alua`},
+		{"name0", "aliass: x", "targets[0]", `unknown field "aliass" (did you mean "alias"?); the fields of a target are name, alias, luns, initiators, chap, alua and immediate_data`},
 		{"id0", "readOnly: true", "targets[0].luns[0]", `unknown field "readOnly" (did you mean "readonly"?); the fields of a LUN are id, path, memory, size and readonly`},
 		{"memory1", "sizee: 1GiB", "targets[0].luns[1]", `unknown field "sizee" (did you mean "size"?)`},
 		{"path2", "read_only: true", "targets[0].luns[2]", `unknown field "read_only" (did you mean "readonly"?)`},
@@ -497,7 +497,7 @@ func corpus() []corpusCase {
 	addDoc("log-scalar", baseDoc().del("level", "format").set("log", "debug"), "log", `log: expected a mapping (log: level, format), found the string "debug"`)
 	addDoc("portals-mapping", baseDoc().delRange("listen0", "transport1").set("portals", "{listen: ':3260'}"), "portals", "portals: expected a list of portals, found a mapping")
 	addDoc("portal-scalar", baseDoc().delRange("listen0", "crc").replace("listen1", `  - "127.0.0.1:3260"`).del("transport1"), "listen1", `portals[0]: expected a mapping (a portal: listen, transport, mpa), found the string "127.0.0.1:3260"`)
-	addDoc("target-scalar", baseDoc().delRange("name1", "flowlun").insertAfter("msecret", "new", "x").replace("new", "  - iqn.2026-11.io.ddpstore:disk2"), "new", "targets[1]: expected a mapping (a target: name, alias, luns, initiators, chap, alua), found the string")
+	addDoc("target-scalar", baseDoc().delRange("name1", "flowlun").insertAfter("msecret", "new", "x").replace("new", "  - iqn.2026-11.io.ddpstore:disk2"), "new", "targets[1]: expected a mapping (a target: name, alias, luns, initiators, chap, alua, immediate_data), found the string")
 
 	// Flow-style LUNs.
 	addDoc("flow-both", baseDoc().replace("flowlun", "      - {id: 0, memory: 1MiB, path: /srv/x}"), "flowlun", "targets[1].luns[0]: path and memory exclude each other")

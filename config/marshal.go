@@ -79,6 +79,9 @@ func (t *Target) Marshal() ([]byte, error) {
 			add(am, "groups", gs)
 			add(tm, "alua", am)
 		}
+		if td.NoImmediateData {
+			add(tm, "immediate_data", boolNode(false))
+		}
 		targets.Content = append(targets.Content, tm)
 	}
 	add(root, "targets", targets)

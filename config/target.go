@@ -107,7 +107,7 @@ type MPA struct {
 func DefaultMPA() MPA { return MPA{Revision: 2, Markers: false, CRC: true} }
 
 // TargetDef is one exported iSCSI target (YAML: name, alias, luns,
-// initiators, chap).
+// initiators, chap, alua, immediate_data).
 type TargetDef struct {
 	Name       string   // the iSCSI name (CheckISCSIName)
 	Alias      string   // TargetAlias, optional
@@ -115,6 +115,10 @@ type TargetDef struct {
 	Initiators []string // iSCSI names allowed to log in; nil: any initiator
 	CHAP       *CHAP    // nil: no authentication
 	ALUA       *ALUA    // nil: one gateway, no ALUA
+	// NoImmediateData is "immediate_data: false": the target offers
+	// ImmediateData=No at login, so initiators send all write data when
+	// the target asks for it (RDMA Read, R2T). Default false: Yes.
+	NoImmediateData bool
 }
 
 // ALUA places this ddptarget among several gateways that export the same
@@ -268,7 +272,7 @@ var (
 	targetFields    = []string{"portals", "targets", "discovery_chap", "limits", "log", "metrics", "control", "state"}
 	portalFields    = []string{"listen", "transport", "mpa"}
 	mpaFields       = []string{"revision", "markers", "crc"}
-	targetDefFields = []string{"name", "alias", "luns", "initiators", "chap", "alua"}
+	targetDefFields = []string{"name", "alias", "luns", "initiators", "chap", "alua", "immediate_data"}
 	aluaFields      = []string{"group", "groups"}
 	portGroupFields = []string{"id", "state"}
 	lunFields       = []string{"id", "path", "memory", "size", "readonly"}
@@ -578,6 +582,11 @@ func (d *decoder) targetDef(item *yaml.Node, path string, c *targetChecks) Targe
 	}
 	if af, has := f["alua"]; has {
 		t.ALUA = d.alua(af, join(path, "alua"))
+	}
+	if bf, has := f["immediate_data"]; has {
+		if v, ok := d.boolean(bf, join(path, "immediate_data")); ok {
+			t.NoImmediateData = !v
+		}
 	}
 	return t
 }

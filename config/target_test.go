@@ -144,6 +144,24 @@ log: {format: json}
 	}
 }
 
+// TestParseImmediateData: immediate_data is Yes unless a target says
+// false, and says so per target.
+func TestParseImmediateData(t *testing.T) {
+	doc := "targets:\n" +
+		"  - {name: iqn.2026-11.io.x:a, luns: [{id: 0, memory: 1MiB}]}\n" +
+		"  - {name: iqn.2026-11.io.x:b, luns: [{id: 0, memory: 1MiB}], immediate_data: false}\n" +
+		"  - {name: iqn.2026-11.io.x:c, luns: [{id: 0, memory: 1MiB}], immediate_data: true}\n"
+	cfg, err := ParseTarget("imm.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []bool{false, true, false} {
+		if got := cfg.Targets[i].NoImmediateData; got != want {
+			t.Errorf("targets[%d]: NoImmediateData %v, want %v", i, got, want)
+		}
+	}
+}
+
 func TestDefaultTarget(t *testing.T) {
 	got := DefaultTarget()
 	want := &Target{
@@ -469,6 +487,8 @@ func TestMessages(t *testing.T) {
 		{"metrics on a portal", "portals: [{listen: '0.0.0.0:3260'}]\ntargets: []\nmetrics: {listen: 127.0.0.1:3260}\n",
 			"bad.yaml:3:19: metrics.listen: 127.0.0.1:3260 is also where portals[0] (0.0.0.0:3260) listens: give the metrics endpoint a port of its own"},
 		{"metrics bad port", "targets: []\nmetrics:\n  listen: localhost\n", "bad.yaml:3: metrics.listen: "},
+		{"immediate_data not a boolean", "targets:\n  - name: iqn.2026-11.io.x:a\n    luns: [{id: 0, memory: 1MiB}]\n    immediate_data: no\n",
+			`bad.yaml:4: targets[0].immediate_data: the string "no" is not a boolean (use true or false)`},
 		{"alua group not listed", "targets:\n  - name: iqn.2026-11.io.x:a\n    luns: [{id: 0, memory: 1MiB}]\n    alua: {group: 3, groups: [{id: 1}, {id: 2}]}\n",
 			"bad.yaml:4:19: targets[0].alua.group: 3 is not among the groups"},
 		{"alua duplicate group", "targets:\n  - name: iqn.2026-11.io.x:a\n    luns: [{id: 0, memory: 1MiB}]\n    alua: {group: 1, groups: [{id: 1}, {id: 1}]}\n",

@@ -227,7 +227,8 @@ func (d *daemon) build(cfg *config.Target) ([]target.Export, error) {
 		if err != nil {
 			return fail(err)
 		}
-		exports = append(exports, target.Export{Target: tg, Initiators: t.Initiators, CHAP: loginCHAP(t.CHAP), Alias: t.Alias})
+		exports = append(exports, target.Export{Target: tg, Initiators: t.Initiators, CHAP: loginCHAP(t.CHAP), Alias: t.Alias,
+			NoImmediateData: t.NoImmediateData})
 	}
 	for key, o := range d.luns {
 		if next[key] != o {
