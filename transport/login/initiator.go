@@ -511,7 +511,17 @@ func (i *Initiator) finish(lr iscsi.LoginResp) error {
 	case i.cfg.TSIH != 0 && tsih != i.cfg.TSIH:
 		return protoErr("TSIH %d in the Final-Response, not the session's %d (section 11.13.3)", tsih, i.cfg.TSIH)
 	}
-	if i.cfg.TSIH == 0 && lr.ExpCmdSN() != i.cfg.CmdSN {
+	// Section 11.12.8: for a leading login the target MUST take the
+	// login's CmdSN as its ExpCmdSN, and the first non-immediate command
+	// of the session carries that CmdSN. tgt 1.0.85's iSER driver counts
+	// the (immediate) Login Request as though it took a CmdSN and answers
+	// ExpCmdSN one past it, while its session still expects the login's
+	// CmdSN first. That acknowledges a CmdSN no command carried, so
+	// nothing the initiator holds is lost: the login goes on, and the
+	// session's first command carries the login's CmdSN as the section
+	// says. Any other ExpCmdSN says the two ends disagree about the
+	// session's command numbering, and the login fails.
+	if i.cfg.TSIH == 0 && lr.ExpCmdSN() != i.cfg.CmdSN && lr.ExpCmdSN() != i.cfg.CmdSN+1 {
 		return protoErr("ExpCmdSN %d in the Final-Response, not the login's CmdSN %d (section 11.12.8)", lr.ExpCmdSN(), i.cfg.CmdSN)
 	}
 	stype := SessionNormal

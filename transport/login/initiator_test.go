@@ -162,6 +162,19 @@ func TestInitiatorResponses(t *testing.T) {
 			err: ErrProtocol, words: []string{"TSIH 0"}},
 		{name: "wrong ExpCmdSN", resps: []pdu{with(final(answers()), func(p *pdu) { p.expCmd = 5 })},
 			err: ErrProtocol, words: []string{"ExpCmdSN 5"}},
+		{name: "ExpCmdSN two past the login's CmdSN", resps: []pdu{with(final(answers()), func(p *pdu) { p.expCmd = 1002 })},
+			err: ErrProtocol, words: []string{"ExpCmdSN 1002", "CmdSN 1000"}},
+		{name: "ExpCmdSN one before the login's CmdSN", resps: []pdu{with(final(answers()), func(p *pdu) { p.expCmd = 999 })},
+			err: ErrProtocol, words: []string{"ExpCmdSN 999"}},
+		// tgt 1.0.85's iSER: ExpCmdSN one past the login's CmdSN, MaxCmdSN
+		// the login's CmdSN (its Final-Response said ExpCmdSN 1, MaxCmdSN 0
+		// for CmdSN 0). The session starts at the login's CmdSN.
+		{name: "ExpCmdSN one past the login's CmdSN (tgt's iSER)", resps: []pdu{with(final(answers()), func(p *pdu) { p.expCmd, p.maxCmd = 1001, 1000 })},
+			check: func(t *testing.T, r Result, _ [][]byte) {
+				if r.CmdSN != 1000 || r.MaxCmdSN != 1000 {
+					t.Errorf("CmdSN %d MaxCmdSN %d, want 1000 and 1000", r.CmdSN, r.MaxCmdSN)
+				}
+			}},
 		{name: "NSG not after CSG", resps: []pdu{with(final(answers()), func(p *pdu) { p.nsg = 1 })},
 			err: ErrProtocol, words: []string{"NSG=1"}},
 		{name: "NSG reserved", resps: []pdu{with(final(answers()), func(p *pdu) { p.nsg = 2 })},
