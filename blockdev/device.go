@@ -111,6 +111,9 @@ func (d *Device) ReadOnly() bool { return d.s.readOnly }
 // Thin implements Store: the device deallocates what Discard punches.
 func (d *Device) Thin() bool { return d.thin && d.s.punch.Load() }
 
+// ReadAt implements Store: pread(2).
+func (d *Device) ReadAt(p []byte, off int64) error { return d.s.readAt(p, off) }
+
 // WriteAt implements Store with pwrite(2) (see mapped.writeAt).
 func (d *Device) WriteAt(p []byte, off int64) error { return d.s.writeAt(p, off) }
 

@@ -122,6 +122,9 @@ func (f *File) ReadOnly() bool { return f.s.readOnly }
 // Thin implements Store: true while the file system punches holes.
 func (f *File) Thin() bool { return !f.s.readOnly && f.s.punch.Load() }
 
+// ReadAt implements Store: pread(2).
+func (f *File) ReadAt(p []byte, off int64) error { return f.s.readAt(p, off) }
+
 // WriteAt implements Store with pwrite(2) (see mapped.writeAt).
 func (f *File) WriteAt(p []byte, off int64) error { return f.s.writeAt(p, off) }
 

@@ -122,6 +122,28 @@ func (s *mapped) writeAt(p []byte, off int64) error {
 	return nil
 }
 
+// readAt reads [off, off+len(p)) with pread(2): a read error of the
+// medium or a file cut under the store is an error here, where through the
+// mapping it would be SIGBUS.
+func (s *mapped) readAt(p []byte, off int64) error {
+	if err := s.check("read", off, int64(len(p)), false); err != nil {
+		return err
+	}
+	for len(p) > 0 {
+		n, err := unix.Pread(s.fd, p, off)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return fmt.Errorf("blockdev: pread %s [%d, %d): %w", s.path, off, off+int64(len(p)), err)
+		case n == 0:
+			return fmt.Errorf("blockdev: pread %s [%d, %d): the %s ends before it (cut under the store)", s.path, off, off+int64(len(p)), s.kind)
+		}
+		p, off = p[n:], off+int64(n)
+	}
+	return nil
+}
+
 // sync writes the dirty pages of [off, off+n) back and waits for them with
 // msync(MS_SYNC). On Linux that is vfs_fsync_range over the range with
 // datasync set: a regular file's file system writes the pages, commits the

@@ -42,6 +42,15 @@ func (s *Memory) ReadOnly() bool { return false }
 // Thin implements Store: Discard returns memory to the system.
 func (s *Memory) Thin() bool { return true }
 
+// ReadAt implements Store: a copy from the mapping.
+func (s *Memory) ReadAt(p []byte, off int64) error {
+	if err := checkRange(s, off, int64(len(p))); err != nil {
+		return err
+	}
+	copy(p, s.m.Bytes()[off:])
+	return nil
+}
+
 // WriteAt implements Store: a copy into the mapping.
 func (s *Memory) WriteAt(p []byte, off int64) error {
 	if err := checkRange(s, off, int64(len(p))); err != nil {

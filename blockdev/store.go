@@ -12,17 +12,25 @@ import (
 // BlockSize is the logical block size every store exports (SBC's 512).
 const BlockSize = 512
 
-// Store is a target's backing store: a LUN's octets in one mmap'd Mapping,
-// so that read data goes to the wire straight from it (the transport
-// registers the Mapping for local access and RDMA-Writes from it).
+// Store is a target's backing store. A local one (a file, a block device,
+// memory) has the LUN's octets in one mmap'd Mapping, so that read data
+// goes to the wire straight from it (the transport registers the Mapping
+// for local access and RDMA-Writes from it). A store that is not in this
+// process's memory (an RBD image, whose octets are in a cluster) has no
+// Mapping: its reads go through ReadAt into the transport's registered
+// memory, and each of its operations may wait on the network.
 //
 // Writes go through WriteAt, which a file or block device turns into
 // pwrite(2) on the same page cache the Mapping shows; Sync makes them
 // durable. A Store's methods may be called from several goroutines, but
 // never after Close.
 type Store interface {
-	// Mapping returns the memory holding octets [0, Size).
+	// Mapping returns the memory holding octets [0, Size), or nil for a
+	// store that is not in this process's memory.
 	Mapping() *mem.Mapping
+	// ReadAt reads octets [off, off+len(p)) into p. An error is an I/O
+	// error of the medium.
+	ReadAt(p []byte, off int64) error
 	// Size is the LUN's size in octets, a multiple of BlockSize.
 	Size() int64
 	// ReadOnly reports whether writes must be refused. The Mapping of a

@@ -572,3 +572,43 @@ func TestWriteAtTmpfs(t *testing.T) {
 		}
 	}
 }
+
+// TestReadAt: every store reads back what was written, refuses a range
+// outside it, and a file cut under the store is an error, not SIGBUS.
+func TestReadAt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "disk.img")
+	f, err := OpenFile(path, 1<<20, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := NewMemory(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	data := pattern(5*4096+512, 13)
+	for _, s := range []Store{f, m} {
+		if err := s.WriteAt(data, 4096+512); err != nil {
+			t.Fatalf("%T: WriteAt: %v", s, err)
+		}
+		got := make([]byte, len(data)+1024)
+		if err := s.ReadAt(got, 4096); err != nil {
+			t.Fatalf("%T: ReadAt: %v", s, err)
+		}
+		if !allZero(got[:512]) || !bytes.Equal(got[512:512+len(data)], data) || !allZero(got[512+len(data):]) {
+			t.Errorf("%T: ReadAt does not return what WriteAt wrote", s)
+		}
+		for _, r := range [][2]int64{{-512, 512}, {1<<20 - 512, 1024}, {1 << 20, 1}} {
+			if err := s.ReadAt(make([]byte, r[1]), r[0]); err == nil {
+				t.Errorf("%T: ReadAt(%d octets at %d) outside the store succeeded", s, r[1], r[0])
+			}
+		}
+	}
+	if err := os.Truncate(path, 512<<10); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.ReadAt(make([]byte, 4096), 600<<10); err == nil || !strings.Contains(err.Error(), "cut under the store") {
+		t.Errorf("ReadAt past a cut: %v", err)
+	}
+}
