@@ -19,7 +19,7 @@ type LU struct {
 	sl    *api.SCSILu
 	ops   []gscsi.SCSIDeviceOperation // gotgt's table with our replacements; indexed by opcode
 	store blockdev.Store
-	data  []byte    // the store's mapping
+	data  []byte    // the store's mapping; nil for a store not in memory (Remote)
 	lock  rangeLock // taken by the commands that change blocks
 	// holder is the I_T nexus holding the LU's SPC-2 reservation, nil
 	// when none does (reserve.go).
@@ -37,15 +37,17 @@ type LU struct {
 // identification (VPD page 0x83) and must be unique among the LUs a host
 // sees.
 func New(id uint64, store blockdev.Store) (*LU, error) {
-	m := store.Mapping()
-	if m == nil || int64(m.Len()) < store.Size() {
-		return nil, fmt.Errorf("lu: store mapping shorter than its size %d", store.Size())
-	}
 	if store.Size()%blockdev.BlockSize != 0 || store.Size() == 0 {
 		return nil, fmt.Errorf("lu: store size %d is not a positive multiple of %d", store.Size(), blockdev.BlockSize)
 	}
 	_, inMemory := store.(*blockdev.Memory)
-	l := &LU{id: id, store: store, data: m.Bytes()[:store.Size()], paged: !inMemory}
+	l := &LU{id: id, store: store, paged: !inMemory}
+	if m := store.Mapping(); m != nil {
+		if int64(m.Len()) < store.Size() {
+			return nil, fmt.Errorf("lu: store mapping shorter than its size %d", store.Size())
+		}
+		l.data = m.Bytes()[:store.Size()]
+	}
 	proto := gscsi.NewSBCDevice(api.TYPE_DISK)
 	sbc, ok := proto.(gscsi.SBCSCSIDeviceProtocol)
 	if !ok {
@@ -101,6 +103,12 @@ func replace(ops []gscsi.SCSIDeviceOperation, fn api.CommandFunc, opcodes ...api
 // pages, and of whether UNMAP and WRITE SAME's UNMAP bit discard.
 func (l *LU) Thin() bool { return !l.store.ReadOnly() && l.store.Thin() }
 
+// Remote reports whether the LU's store is not in this process's memory
+// (it has no Mapping): its READ data is read into the caller's buffer, and
+// any of its commands may wait on the network, so the transport runs them
+// off its connection's loop.
+func (l *LU) Remote() bool { return l.data == nil }
+
 // Store returns the LU's backing store.
 func (l *LU) Store() blockdev.Store { return l.store }
 
@@ -122,6 +130,13 @@ func (b *backing) DataAdvise(int64, int64, uint32) error { return nil }
 func (b *backing) Read(off, n int64) ([]byte, error) {
 	if err := b.check(off, n); err != nil {
 		return nil, err
+	}
+	if b.lu.data == nil {
+		p := make([]byte, n)
+		if err := b.lu.store.ReadAt(p, off); err != nil {
+			return nil, err
+		}
+		return p, nil
 	}
 	return append([]byte(nil), b.lu.data[off:off+n]...), nil
 }
@@ -159,8 +174,8 @@ func (b *backing) Unmap(ds []api.UnmapBlockDescriptor) error {
 }
 
 func (b *backing) check(off, n int64) error {
-	if off < 0 || n < 0 || off+n < off || off+n > int64(len(b.lu.data)) {
-		return fmt.Errorf("lu: range [%d, %d) outside the LU's %d octets", off, off+n, len(b.lu.data))
+	if size := b.lu.store.Size(); off < 0 || n < 0 || off+n < off || off+n > size {
+		return fmt.Errorf("lu: range [%d, %d) outside the LU's %d octets", off, off+n, size)
 	}
 	return nil
 }

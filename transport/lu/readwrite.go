@@ -113,6 +113,9 @@ func readWrite(_ int, cmd *api.SCSICommand) api.SAMStat {
 	off, tl := lba<<9, uint64(n)<<9
 	cmd.Offset, cmd.TL = off, uint32(tl)
 	if isRead(cmd.SCB[0]) {
+		if l.data == nil {
+			return l.readRemote(cmd, off, tl)
+		}
 		cmd.InSDBBuffer.Buffer = l.data[off : off+tl]
 		cmd.InSDBBuffer.Resid = uint32(tl)
 		if l.paged {
@@ -161,6 +164,20 @@ func readWrite(_ int, cmd *api.SCSICommand) api.SAMStat {
 	if fua {
 		return l.sync(cmd, off, tl)
 	}
+	return api.SAMStatGood
+}
+
+// readRemote reads a READ's data from a store not in memory into the
+// command's data-in buffer, as much of [off, off+tl) as the buffer holds
+// (the transport reports the rest as a residual overflow).
+func (l *LU) readRemote(cmd *api.SCSICommand, off, tl uint64) api.SAMStat {
+	in := cmd.InSDBBuffer.Buffer
+	in = in[:min(uint64(len(in)), tl)]
+	if err := l.store.ReadAt(in, int64(off)); err != nil {
+		log.WithField("lu", l.id).Errorf("lu: %v", err)
+		return checkCondition(cmd, scsi.SenseMediumError, scsi.ASCUnrecoveredReadError)
+	}
+	cmd.InSDBBuffer.Resid = uint32(len(in))
 	return api.SAMStatGood
 }
 

@@ -41,7 +41,7 @@ func luOf(cmd *api.SCSICommand) *LU {
 }
 
 // blocks returns the LU's capacity in logical blocks.
-func (l *LU) blocks() uint64 { return uint64(len(l.data)) >> 9 }
+func (l *LU) blocks() uint64 { return uint64(l.store.Size()) >> 9 }
 
 // inRange reports whether blocks [lba, lba+n) lie inside the LU.
 func (l *LU) inRange(lba, n uint64) bool {
@@ -109,6 +109,13 @@ func writeSame(_ int, cmd *api.SCSICommand) api.SAMStat {
 		}
 		return api.SAMStatGood
 	}
+	if l.data == nil {
+		if err := l.writeSameRemote(off, tl, block); err != nil {
+			log.WithField("lu", l.id).Errorf("lu: WRITE SAME: %v", err)
+			return checkCondition(cmd, scsi.SenseMediumError, scsi.ASCWriteError)
+		}
+		return api.SAMStatGood
+	}
 	dst := l.data[off : off+tl]
 	if block == nil {
 		clear(dst)
@@ -120,6 +127,29 @@ func writeSame(_ int, cmd *api.SCSICommand) api.SAMStat {
 	}
 	return api.SAMStatGood
 }
+
+// writeSameRemote writes block (zeros when nil) over [off, off+n) of a
+// store not in memory, through WriteAt in pieces of at most writeSameChunk.
+func (l *LU) writeSameRemote(off, n uint64, block []byte) error {
+	buf := make([]byte, min(n, writeSameChunk))
+	if block != nil {
+		copy(buf, block)
+		for k := 512; k < len(buf); k *= 2 {
+			copy(buf[k:], buf[:k])
+		}
+	}
+	for n > 0 {
+		k := min(n, uint64(len(buf)))
+		if err := l.store.WriteAt(buf[:k], int64(off)); err != nil {
+			return err
+		}
+		off, n = off+k, n-k
+	}
+	return nil
+}
+
+// writeSameChunk is the most WRITE SAME writes to a remote store at once.
+const writeSameChunk = 1 << 20
 
 // unmap implements UNMAP (SBC-3; gotgt's is a no-op on our stores):
 // every block descriptor of the parameter list is checked before any is
@@ -257,7 +287,15 @@ func compareAndWrite(_ int, cmd *api.SCSICommand) api.SAMStat {
 		return api.SAMStatGood
 	}
 	verify, write := cmd.OutSDBBuffer.Buffer[:tl], cmd.OutSDBBuffer.Buffer[tl:2*tl]
-	if at := l.compareAndSwap(lba, n, verify, write); at >= 0 {
+	at, err := l.compareAndSwap(lba, n, verify, write)
+	if err != nil {
+		log.WithField("lu", l.id).Errorf("lu: COMPARE AND WRITE: %v", err)
+		if at == -2 {
+			return checkCondition(cmd, scsi.SenseMediumError, scsi.ASCUnrecoveredReadError)
+		}
+		return checkCondition(cmd, scsi.SenseMediumError, scsi.ASCWriteError)
+	}
+	if at >= 0 {
 		return checkConditionInfo(cmd, scsi.SenseMiscompare, scsi.ASCMiscompareDuringVerify, uint32(at))
 	}
 	if fua {
@@ -268,17 +306,30 @@ func compareAndWrite(_ int, cmd *api.SCSICommand) api.SAMStat {
 
 // compareAndSwap replaces blocks [lba, lba+n) with write if they hold
 // verify, under the range lock, and returns -1; otherwise it returns the
-// offset of the first octet that differs.
-func (l *LU) compareAndSwap(lba, n uint64, verify, write []byte) int {
+// offset of the first octet that differs. An error of a remote store's
+// read comes with -2, of its write with -1.
+func (l *LU) compareAndSwap(lba, n uint64, verify, write []byte) (int, error) {
 	set := stripes(lba, n)
 	l.lock.lock(set)
 	defer l.lock.unlock(set)
+	if l.data == nil {
+		// Atomic against this process's commands only (the range lock);
+		// see docs/scale-out.md for a remote store shared by gateways.
+		cur := make([]byte, n<<9)
+		if err := l.store.ReadAt(cur, int64(lba<<9)); err != nil {
+			return -2, err
+		}
+		if !bytes.Equal(cur, verify) {
+			return firstDifference(cur, verify), nil
+		}
+		return -1, l.store.WriteAt(write, int64(lba<<9))
+	}
 	cur := l.data[lba<<9 : (lba+n)<<9]
 	if !bytes.Equal(cur, verify) {
-		return firstDifference(cur, verify)
+		return firstDifference(cur, verify), nil
 	}
 	copy(cur, write)
-	return -1
+	return -1, nil
 }
 
 // firstDifference returns the index of the first octet where a and b,

@@ -54,6 +54,11 @@ type Task struct {
 	FromStore   bool
 	StoreOffset int64
 	LU          *LU
+	// Produced, when above len(DataIn), is how much data-in the command
+	// had for a buffer that held only DataIn (a READ of a remote store
+	// with an Expected Data Transfer Length below its TRANSFER LENGTH):
+	// the transport reports the difference as a residual overflow.
+	Produced uint32
 
 	// DataOutLength is the octets of data-out the CDB asks for: a WRITE's
 	// or WRITE AND VERIFY's TRANSFER LENGTH times 512, twice that for
@@ -74,10 +79,37 @@ type Task struct {
 	DataOutLength uint32
 }
 
-// NeedsInBuffer reports whether a command with this CDB needs a data-in
-// buffer from the caller: every command but READ, whose data comes straight
-// from the store.
-func NeedsInBuffer(cdb []byte) bool { return len(cdb) == 0 || !isRead(cdb[0]) }
+// NeedsInBuffer reports whether a command with this CDB to LUN lun needs a
+// data-in buffer from the caller: every command but a READ of a LU in
+// memory, whose data comes straight from the store.
+func (t *Target) NeedsInBuffer(lun iscsi.LUN, cdb []byte) bool {
+	if len(cdb) == 0 || !isRead(cdb[0]) {
+		return true
+	}
+	l := t.lookup(lun)
+	return l == nil || l.Remote()
+}
+
+// Waits reports whether the command cdb to LUN lun may wait long: one that
+// waits for the medium (SYNCHRONIZE CACHE), or any command to a LU whose
+// store is not in memory, which waits on the network. The transport runs
+// those off its connection's loop (see ExecuteAsync's callers).
+func (t *Target) Waits(lun iscsi.LUN, cdb []byte) bool {
+	if len(cdb) > 0 && (cdb[0] == scsi.SynchronizeCache10 || cdb[0] == scsi.SynchronizeCache16) {
+		return true
+	}
+	l := t.lookup(lun)
+	return l != nil && l.Remote()
+}
+
+// lookup returns the LU of lun, nil when none.
+func (t *Target) lookup(lun iscsi.LUN) *LU {
+	num, err := lun.Number()
+	if err != nil {
+		return nil
+	}
+	return t.luns[num]
+}
 
 // Execute runs the command cdb on LUN lun. out holds its data-out octets
 // (nil when none): exactly what the initiator sent, which may be more or
@@ -86,6 +118,7 @@ func NeedsInBuffer(cdb []byte) bool { return len(cdb) == 0 || !isRead(cdb[0]) }
 // command's expected data transfer length. Results are in task.
 func (t *Target) Execute(task *Task, lun iscsi.LUN, cdb, out, inBuf []byte) {
 	task.Status, task.Sense, task.DataIn, task.FromStore, task.StoreOffset, task.LU = scsi.StatusGood, nil, nil, false, 0, nil
+	task.Produced = 0
 	task.DataOutLength = uint32(len(out))
 	if len(cdb) == 0 || len(cdb) > len(task.cdb) {
 		task.setSense(scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInCDB)
@@ -145,7 +178,11 @@ func (t *Target) Execute(task *Task, lun iscsi.LUN, cdb, out, inBuf []byte) {
 			return
 		}
 	}
-	clear(inBuf)
+	remoteRead := l != nil && l.Remote() && isRead(cdb[0])
+	if !remoteRead {
+		// A remote store's READ fills what it uses of the buffer.
+		clear(inBuf)
+	}
 	stat := t.perform(c, ops)
 	if stat.Stat == scsi.StatusBusy {
 		// gotgt answers a failure of its backing store with BUSY
@@ -166,6 +203,10 @@ func (t *Target) Execute(task *Task, lun iscsi.LUN, cdb, out, inBuf []byte) {
 		}
 	}
 	if stat.Stat != scsi.StatusGood {
+		return
+	}
+	if remoteRead {
+		task.DataIn, task.Produced = inBuf[:c.InSDBBuffer.Resid], c.TL
 		return
 	}
 	if l != nil && isRead(cdb[0]) {

@@ -57,6 +57,7 @@ type conn struct {
 	stopped    bool // stop was called: wake is closed once made (under asyncMu)
 	running    int  // slow commands started and not yet taken back (the connection's own count)
 	workers    sync.WaitGroup
+	pool       workerPool // the goroutines that run them (runAsync)
 
 	lt                   *login.Target
 	ffp                  bool

@@ -65,7 +65,7 @@ func (c *conn) serveISER(req *iwarp.ConnRequest) {
 	}
 	defer func() {
 		t.ic.QP.Close()
-		c.workers.Wait() // a slow command still running uses the LU
+		c.stopWorkers() // a slow command still running uses the LU
 		for _, mr := range t.storeMR {
 			c.srv.dev.Deregister(context.Background(), mr)
 		}
@@ -247,8 +247,8 @@ func (t *iserTransport) useLUs(tg *lu.Target) error {
 	for _, n := range tg.LUNs() {
 		l := tg.LU(n)
 		keep[l] = true
-		if t.storeMR[l] != nil {
-			continue
+		if t.storeMR[l] != nil || l.Remote() {
+			continue // a remote store's reads go through staging
 		}
 		mr, err := t.c.srv.dev.Register(t.ic.PD, l.Store().Mapping(), 0, int(l.Size()), 0)
 		if err != nil {

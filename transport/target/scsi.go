@@ -42,6 +42,7 @@ type task struct {
 	reads    int       // RDMA Reads outstanding
 	arrived  time.Time // when the command came (for the Observer)
 	exec     lu.Task
+	async    asyncArgs // while stRunning on a worker
 }
 
 // command handles a SCSI Command PDU (RFC 7143 section 11.3); the
@@ -81,7 +82,8 @@ func (c *conn) command(bhs iscsi.BHS, imm []byte) error {
 	}
 	cdb := cmd.CDB()
 	t.cdbLen = uint8(copy(t.cdb[:], cdb))
-	if int(edtl) > c.staging.Size() && (t.write || lu.NeedsInBuffer(cdb)) {
+	needIn := t.read && c.tgt.NeedsInBuffer(t.lun, cdb)
+	if int(edtl) > c.staging.Size() && (t.write || needIn) {
 		t.exec.Status, t.exec.Sense = scsi.StatusCheckCondition, invalidFieldSense[:]
 		t.state = stRespond
 		return c.advance(ti)
@@ -107,7 +109,7 @@ func (c *conn) command(bhs iscsi.BHS, imm []byte) error {
 		copy(c.stagingBuf(t), imm)
 		t.nextRead, t.unsol = uint32(len(imm)), uint32(len(imm))
 		t.state = stFetch
-	case t.read && edtl > 0 && lu.NeedsInBuffer(cdb):
+	case needIn && edtl > 0:
 		t.state = stStaging
 	}
 	return c.advance(ti)
@@ -191,13 +193,13 @@ func (c *conn) advance(ti int32) error {
 			}
 			t.state = stExec
 		case stExec:
-			if slow(t.cdb[0]) {
-				c.runAsync(ti)
-				return nil
-			}
 			var out []byte
 			if t.write && t.stLen > 0 {
 				out = c.stagingBuf(t)
+			}
+			if c.tgt.Waits(t.lun, t.cdb[:t.cdbLen]) {
+				c.runAsync(ti, out)
+				return nil
 			}
 			c.execute(t, out)
 		case stRespond:
@@ -210,35 +212,78 @@ func (c *conn) advance(ti int32) error {
 
 // execute runs the task's command; write data is out.
 func (c *conn) execute(t *task, out []byte) {
-	var in []byte
-	if !t.write && t.stLen > 0 {
-		in = c.stagingBuf(t)
-	}
-	c.tgt.Execute(&t.exec, t.lun, t.cdb[:t.cdbLen], out, in)
+	c.tgt.Execute(&t.exec, t.lun, t.cdb[:t.cdbLen], out, c.inBuf(t))
 	t.state = stRespond
 }
 
-// slow says whether a command may block for long (SYNCHRONIZE CACHE waits
-// for the store's disk): it runs on a goroutine of its own, so the
-// connection goes on serving the commands behind it.
-func slow(op byte) bool { return op == scsi.SynchronizeCache10 || op == scsi.SynchronizeCache16 }
+// inBuf is the task's data-in buffer: its staging, unless it writes.
+func (c *conn) inBuf(t *task) []byte {
+	if !t.write && t.stLen > 0 {
+		return c.stagingBuf(t)
+	}
+	return nil
+}
 
-// runAsync executes task ti, which moves no data, on its own goroutine;
-// Idle takes it up again when it is done.
-func (c *conn) runAsync(ti int32) {
+// runAsync executes task ti, whose write data is out, on a worker
+// goroutine: a command that may wait long (lu.Target.Waits: SYNCHRONIZE
+// CACHE, anything to a remote store) must not hold up the commands behind
+// it. The task keeps its staging until Idle takes it up again.
+func (c *conn) runAsync(ti int32, out []byte) {
 	t := &c.tasks[ti]
 	t.state = stRunning
 	c.running++
-	tgt := c.tgt
-	c.workers.Add(1)
-	go func() {
-		defer c.workers.Done()
-		tgt.Execute(&t.exec, t.lun, t.cdb[:t.cdbLen], nil, nil)
+	t.async = asyncArgs{tgt: c.tgt, out: out, in: c.inBuf(t)}
+	p := &c.pool
+	if p.work == nil {
+		// One slot per task: a send never blocks the loop.
+		p.work = make(chan int32, len(c.tasks))
+	}
+	if p.idle == 0 {
+		c.workers.Add(1)
+		go c.worker(p.work)
+	} else {
+		p.idle--
+	}
+	p.work <- ti
+}
+
+// workerPool are the goroutines that execute the commands that may wait:
+// they stay for the connection's life, so a remote store's I/O starts no
+// goroutine. The loop alone uses its fields.
+type workerPool struct {
+	work chan int32 // tasks to execute; closed by stopWorkers
+	idle int        // workers with no task sent to them
+}
+
+// asyncArgs are what a worker executes a task with.
+type asyncArgs struct {
+	tgt     *lu.Target
+	out, in []byte
+}
+
+// worker executes the tasks sent on work until it is closed.
+func (c *conn) worker(work <-chan int32) {
+	defer c.workers.Done()
+	for ti := range work {
+		t := &c.tasks[ti]
+		a := t.async
+		a.tgt.Execute(&t.exec, t.lun, t.cdb[:t.cdbLen], a.out, a.in)
+		t.async = asyncArgs{}
 		c.asyncMu.Lock()
 		c.asyncDone = append(c.asyncDone, ti)
 		c.asyncMu.Unlock()
 		c.wakeUp()
-	}()
+	}
+}
+
+// stopWorkers ends the workers once the commands sent to them are done;
+// the connection's loop has ended.
+func (c *conn) stopWorkers() {
+	if c.pool.work != nil {
+		close(c.pool.work)
+		c.pool.work = nil
+	}
+	c.workers.Wait()
 }
 
 // finishAsync moves the tasks whose goroutines are done on to respond.
@@ -252,6 +297,7 @@ func (c *conn) finishAsync() error {
 	c.asyncSpare = done
 	c.asyncMu.Unlock()
 	c.running -= len(done)
+	c.pool.idle += len(done)
 	for _, ti := range done {
 		c.tasks[ti].state = stRespond
 		if err := c.advance(ti); err != nil {
@@ -305,7 +351,7 @@ func (c *conn) respond(ti int32) error {
 	r.SetExpCmdSN(c.expCmdSN)
 	r.SetMaxCmdSN(c.maxCmdSN())
 	if t.read && t.exec.Status == scsi.StatusGood {
-		switch n := uint32(len(data)); {
+		switch n := max(uint32(len(data)), t.exec.Produced); {
 		case n < t.edtl:
 			r.SetUnderflow(true)
 			r.SetResidualCount(t.edtl - n)

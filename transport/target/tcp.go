@@ -151,7 +151,7 @@ func (c *conn) serveTCP(nc net.Conn) {
 	close(t.quit)
 	nc.Close()
 	<-t.readDone
-	c.workers.Wait() // a slow command still running uses the LU
+	c.stopWorkers() // a slow command still running uses the LU
 	stage.Close()
 	c.ended(err)
 }
