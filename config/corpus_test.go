@@ -412,7 +412,7 @@ func corpus() []corpusCase {
 		{"transport1", "mpa_revision: 2", "portals[1]", `unknown field "mpa_revision"`},
 		{"revision", "marker: true", "portals[0].mpa", `unknown field "marker" (did you mean "markers"?); the fields of mpa are revision, markers and crc`},
 		{"name0", "aliass: x", "targets[0]", `unknown field "aliass" (did you mean "alias"?); the fields of a target are name, alias, luns, initiators, chap, alua and immediate_data`},
-		{"id0", "readOnly: true", "targets[0].luns[0]", `unknown field "readOnly" (did you mean "readonly"?); the fields of a LUN are id, path, memory, size and readonly`},
+		{"id0", "readOnly: true", "targets[0].luns[0]", `unknown field "readOnly" (did you mean "readonly"?); the fields of a LUN are id, path, memory, rbd, size and readonly`},
 		{"memory1", "sizee: 1GiB", "targets[0].luns[1]", `unknown field "sizee" (did you mean "size"?)`},
 		{"path2", "read_only: true", "targets[0].luns[2]", `unknown field "read_only" (did you mean "readonly"?)`},
 		{"user", "password: x", "targets[0].chap", `unknown field "password"; the fields of chap are user, secret, mutual_user and mutual_secret`},
@@ -464,10 +464,10 @@ func corpus() []corpusCase {
 	addDoc("dup-section-chap", baseDoc().insertAfter("msecret", "new", "x: 1").replace("new", "    chap: {}"), "new", `targets[0]: duplicate field "chap" (first at line 26)`)
 
 	// Missing fields and impossible combinations.
-	addDoc("missing-path-and-size", baseDoc().del("path0", "size0"), "id0", "targets[0].luns[0]: neither path nor memory")
-	addDoc("missing-memory", baseDoc().del("memory1"), "id1", "targets[0].luns[1]: neither path nor memory")
-	addDoc("path-and-memory", baseDoc().insertAfter("memory1", "new", "path: /srv/x"), "new", "targets[0].luns[1]: path and memory exclude each other")
-	addDoc("memory-and-path", baseDoc().insertAfter("path0", "new", "memory: 1GiB"), "new", "targets[0].luns[0]: path and memory exclude each other")
+	addDoc("missing-path-and-size", baseDoc().del("path0", "size0"), "id0", "targets[0].luns[0]: neither path, memory nor rbd")
+	addDoc("missing-memory", baseDoc().del("memory1"), "id1", "targets[0].luns[1]: neither path, memory nor rbd")
+	addDoc("path-and-memory", baseDoc().insertAfter("memory1", "new", "path: /srv/x"), "new", "targets[0].luns[1]: path, memory and rbd exclude each other")
+	addDoc("memory-and-path", baseDoc().insertAfter("path0", "new", "memory: 1GiB"), "new", "targets[0].luns[0]: path, memory and rbd exclude each other")
 	addDoc("memory-with-size", baseDoc().insertAfter("memory1", "new", "size: 1GiB"), "new", "targets[0].luns[1].size: size goes with path")
 	addDoc("missing-secret", baseDoc().del("secret"), "chap", "targets[0].chap: user without secret: give both")
 	addDoc("missing-user", baseDoc().del("user"), "chap", "targets[0].chap: secret without user: give both")
@@ -500,10 +500,18 @@ func corpus() []corpusCase {
 	addDoc("target-scalar", baseDoc().delRange("name1", "flowlun").insertAfter("msecret", "new", "x").replace("new", "  - iqn.2026-11.io.ddpstore:disk2"), "new", "targets[1]: expected a mapping (a target: name, alias, luns, initiators, chap, alua, immediate_data), found the string")
 
 	// Flow-style LUNs.
-	addDoc("flow-both", baseDoc().replace("flowlun", "      - {id: 0, memory: 1MiB, path: /srv/x}"), "flowlun", "targets[1].luns[0]: path and memory exclude each other")
-	addDoc("flow-neither", baseDoc().replace("flowlun", "      - {id: 0}"), "flowlun", "targets[1].luns[0]: neither path nor memory")
-	addDoc("flow-list", baseDoc().replace("flowlun", "      - [0, 1MiB]"), "flowlun", "targets[1].luns[0]: expected a mapping (a LUN: id, path, memory, size, readonly), found a list")
+	addDoc("flow-both", baseDoc().replace("flowlun", "      - {id: 0, memory: 1MiB, path: /srv/x}"), "flowlun", "targets[1].luns[0]: path, memory and rbd exclude each other")
+	addDoc("flow-neither", baseDoc().replace("flowlun", "      - {id: 0}"), "flowlun", "targets[1].luns[0]: neither path, memory nor rbd")
+	addDoc("flow-list", baseDoc().replace("flowlun", "      - [0, 1MiB]"), "flowlun", "targets[1].luns[0]: expected a mapping (a LUN: id, path, memory, rbd, size, readonly), found a list")
 	addDoc("flow-dup-id", baseDoc().replace("flowlun", "      - {id: 0, memory: 1MiB, id: 1}"), "flowlun", `targets[1].luns[0]: duplicate field "id" (first at line 33, column 10)`)
+	addDoc("rbd-and-memory", baseDoc().replace("flowlun", "      - {id: 0, memory: 1MiB, rbd: {image: d}}"), "flowlun", "targets[1].luns[0]: path, memory and rbd exclude each other")
+	addDoc("rbd-no-image", baseDoc().replace("flowlun", "      - {id: 0, rbd: {pool: p}}"), "flowlun", "targets[1].luns[0].rbd.image: missing: the RBD image to export")
+	addDoc("rbd-slash", baseDoc().replace("flowlun", "      - {id: 0, rbd: {image: p/d}}"), "flowlun", `targets[1].luns[0].rbd.image: "p/d": a Ceph image name has no '/' or '@'`)
+	addDoc("rbd-client-prefix", baseDoc().replace("flowlun", "      - {id: 0, rbd: {image: d, user: client.admin}}"), "flowlun", `targets[1].luns[0].rbd.user: "client.admin": write the client name without "client." (admin)`)
+	addDoc("rbd-relative-conf", baseDoc().replace("flowlun", "      - {id: 0, rbd: {image: d, conf: ceph.conf}}"), "flowlun", `targets[1].luns[0].rbd.conf: "ceph.conf" is relative`)
+	addDoc("rbd-size", baseDoc().replace("flowlun", "      - {id: 0, rbd: {image: d}, size: 1GiB}"), "flowlun", "targets[1].luns[0].size: size goes with path: an RBD LUN's size is its image's")
+	addDoc("rbd-unknown", baseDoc().replace("flowlun", "      - {id: 0, rbd: {image: d, namespace: x}}"), "flowlun", `targets[1].luns[0].rbd: unknown field "namespace"`)
+	addDoc("rbd-twice", baseDoc().replace("flowlun", "    luns: [{id: 0, rbd: {image: d}}, {id: 1, rbd: {pool: rbd, image: d}}]").del("luns1"), "flowlun", "targets[1].luns[1].rbd: image rbd/d is already the backing store of targets[1].luns[0]")
 	addDoc("flow-dup-lun", baseDoc().replace("flowlun", "    luns: [{id: 0, memory: 1MiB}, {id: 0, memory: 2MiB}]").del("luns1"), "flowlun", "targets[1].luns[1].id: duplicate LUN id 0 (first at line 32, column 17)")
 
 	// Portals that clash.

@@ -47,6 +47,17 @@ func (t *Target) Marshal() ([]byte, error) {
 			if l.Memory != 0 {
 				add(lm, "memory", strNode(l.Memory.String()))
 			}
+			if r := l.RBD; r.Image != "" {
+				rm := mapNode(true)
+				add(rm, "pool", strNode(r.Pool))
+				add(rm, "image", strNode(r.Image))
+				add(rm, "conf", strNode(r.Conf))
+				add(rm, "user", strNode(r.User))
+				if r.Keyring != "" {
+					add(rm, "keyring", strNode(r.Keyring))
+				}
+				add(lm, "rbd", rm)
+			}
 			if l.Size != 0 {
 				add(lm, "size", strNode(l.Size.String()))
 			}

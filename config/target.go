@@ -146,9 +146,28 @@ type LUN struct {
 	ID       int    // 0..MaxLUNID
 	Path     string // absolute path of a regular file or block device
 	Memory   Size   // size of a memory-backed LUN
+	RBD      RBD    // a Ceph RBD image (RBD.Image set)
 	Size     Size   // with Path: the size of the file (needed when the daemon creates it); 0 when not given
 	ReadOnly bool
 }
+
+// RBD names a Ceph RBD image that backs a LUN (YAML: pool, image, conf,
+// user, keyring). Several gateways may export one image (see
+// docs/scale-out.md).
+type RBD struct {
+	Pool    string // default DefaultRBDPool
+	Image   string
+	Conf    string // ceph.conf; default DefaultCephConf
+	User    string // the client name without "client."; default DefaultCephUser
+	Keyring string // optional: the conf's keyring otherwise
+}
+
+// The defaults of an RBD LUN.
+const (
+	DefaultRBDPool  = "rbd"
+	DefaultCephConf = "/etc/ceph/ceph.conf"
+	DefaultCephUser = "admin"
+)
 
 // MaxLUNID is the largest LUN id (the SAM flat addressing space).
 const MaxLUNID = 16383
@@ -275,7 +294,8 @@ var (
 	targetDefFields = []string{"name", "alias", "luns", "initiators", "chap", "alua", "immediate_data"}
 	aluaFields      = []string{"group", "groups"}
 	portGroupFields = []string{"id", "state"}
-	lunFields       = []string{"id", "path", "memory", "size", "readonly"}
+	lunFields       = []string{"id", "path", "memory", "rbd", "size", "readonly"}
+	rbdFields       = []string{"pool", "image", "conf", "user", "keyring"}
 	chapFields      = []string{"user", "secret", "mutual_user", "mutual_secret"}
 	limitsFields    = []string{"max_sessions", "queue_depth", "max_logging_in", "max_logging_in_per_address", "login_timeout"}
 	logFields       = []string{"level", "format"}
@@ -690,15 +710,30 @@ func (d *decoder) lun(item *yaml.Node, path string, c *targetChecks) (l LUN, idN
 	}
 	pf, hasPath := f["path"]
 	mf, hasMemory := f["memory"]
-	switch {
-	case hasPath && hasMemory:
-		later := pf.key
-		if mf.key.Line > later.Line || mf.key.Line == later.Line && mf.key.Column > later.Column {
-			later = mf.key
+	rf, hasRBD := f["rbd"]
+	switch given := lunBackings(f); {
+	case len(given) > 1:
+		later := given[0].key
+		for _, g := range given[1:] {
+			if g.key.Line > later.Line || g.key.Line == later.Line && g.key.Column > later.Column {
+				later = g.key
+			}
 		}
-		d.errorf(later, path, "path and memory exclude each other: a LUN is backed by a file or block device (path) or by memory")
-	case !hasPath && !hasMemory:
-		d.errorf(d.resolve(item), path, "neither path nor memory: a LUN is backed by a file or block device (path: /absolute/file) or by memory (memory: 1GiB)")
+		d.errorf(later, path, "path, memory and rbd exclude each other: a LUN is backed by a file or block device (path), by memory or by a Ceph RBD image (rbd)")
+	case len(given) == 0:
+		d.errorf(d.resolve(item), path, "neither path, memory nor rbd: a LUN is backed by a file or block device (path: /absolute/file), by memory (memory: 1GiB) or by a Ceph RBD image (rbd: {pool: rbd, image: disk1})")
+	}
+	if hasRBD {
+		l.RBD = d.rbd(rf, join(path, "rbd"))
+		if l.RBD.Image != "" && !hasPath && !hasMemory {
+			key := l.RBD.Pool + "/" + l.RBD.Image
+			n := d.resolve(rf.val)
+			if first, dup := c.paths["rbd:"+key]; dup && !(first.readOnly && l.ReadOnly) {
+				d.errorf(n, join(path, "rbd"), "image %s is already the backing store of %s (%s): two LUNs on one image would corrupt each other's data unless both are readonly (several gateways export one image as one LUN each)", clip(key), first.path, first.pos)
+			} else if !dup {
+				c.paths["rbd:"+key] = pathOwner{path: path, pos: d.pos(n), readOnly: l.ReadOnly}
+			}
+		}
 	}
 	var pathOK bool
 	if hasPath {
@@ -717,7 +752,9 @@ func (d *decoder) lun(item *yaml.Node, path string, c *targetChecks) (l LUN, idN
 		}
 	}
 	if sf, has := f["size"]; has {
-		if hasMemory && !hasPath {
+		if hasRBD && !hasPath {
+			d.errorf(sf.key, join(path, "size"), "size goes with path: an RBD LUN's size is its image's (rbd resize changes it)")
+		} else if hasMemory && !hasPath {
 			d.errorf(sf.key, join(path, "size"), "size goes with path: a memory LUN's size is its memory value")
 		} else if s, sok := d.size(sf, join(path, "size")); sok && d.blocks(sf, join(path, "size"), s) {
 			l.Size = s
@@ -726,7 +763,7 @@ func (d *decoder) lun(item *yaml.Node, path string, c *targetChecks) (l LUN, idN
 	if rf, has := f["readonly"]; has {
 		l.ReadOnly, _ = d.boolean(rf, join(path, "readonly"))
 	}
-	if pathOK && !hasMemory {
+	if pathOK && !hasMemory && !hasRBD {
 		clean := filepath.Clean(l.Path)
 		n := d.resolve(pf.val)
 		if first, dup := c.paths[clean]; dup && !(first.readOnly && l.ReadOnly) {
@@ -736,6 +773,64 @@ func (d *decoder) lun(item *yaml.Node, path string, c *targetChecks) (l LUN, idN
 		}
 	}
 	return l, idNode, ok
+}
+
+// lunBackings returns the fields of f that name a LUN's backing store.
+func lunBackings(f map[string]field) []field {
+	var given []field
+	for _, k := range []string{"path", "memory", "rbd"} {
+		if v, has := f[k]; has {
+			given = append(given, v)
+		}
+	}
+	return given
+}
+
+// rbd reads an RBD LUN's image: image is required, the rest default.
+func (d *decoder) rbd(f field, path string) RBD {
+	r := RBD{Pool: DefaultRBDPool, Conf: DefaultCephConf, User: DefaultCephUser}
+	m, ok := d.mapping(f.val, path, "rbd", rbdFields)
+	if !ok {
+		return RBD{}
+	}
+	name := func(k, want string, dst *string) {
+		if v, has := m[k]; has {
+			if s, ok := d.str(v, join(path, k), want); ok {
+				if strings.ContainsAny(s, "/@") {
+					d.errorf(d.resolve(v.val), join(path, k), "%q: a Ceph %s name has no '/' or '@'", clip(s), k)
+					return
+				}
+				*dst = s
+			}
+		}
+	}
+	file := func(k string, dst *string) {
+		if v, has := m[k]; has {
+			if s, ok := d.str(v, join(path, k), "an absolute path"); ok {
+				if !filepath.IsAbs(s) {
+					d.errorf(d.resolve(v.val), join(path, k), "%q is relative: write an absolute path", clip(s))
+					return
+				}
+				*dst = s
+			}
+		}
+	}
+	name("pool", "a pool name", &r.Pool)
+	name("user", "a Ceph client name without \"client.\"", &r.User)
+	file("conf", &r.Conf)
+	file("keyring", &r.Keyring)
+	if _, has := m["image"]; has {
+		name("image", "an image name", &r.Image)
+	} else {
+		d.missing(f.val, path, "image", "the RBD image to export, as rbd ls lists it")
+	}
+	if strings.HasPrefix(r.User, "client.") {
+		d.errorf(d.resolve(m["user"].val), join(path, "user"), "%q: write the client name without \"client.\" (%s)", clip(r.User), strings.TrimPrefix(r.User, "client."))
+	}
+	if r.Image == "" {
+		return RBD{}
+	}
+	return r
 }
 
 // blocks checks that a LUN size is a positive whole number of blocks.

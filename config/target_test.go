@@ -572,3 +572,28 @@ func TestSyntaxLineLongFile(t *testing.T) {
 		t.Errorf("got %v, want a syntax error at line 2504", err)
 	}
 }
+
+func TestParseRBD(t *testing.T) {
+	doc := "targets:\n" +
+		"  - name: iqn.2026-11.io.x:a\n" +
+		"    luns:\n" +
+		"      - {id: 0, rbd: {image: disk1}}\n" +
+		"      - {id: 1, rbd: {pool: fast, image: disk2, conf: /srv/ceph.conf, user: gw, keyring: /srv/gw.keyring}, readonly: true}\n"
+	cfg, err := ParseTarget("rbd.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []RBD{
+		{Pool: DefaultRBDPool, Image: "disk1", Conf: DefaultCephConf, User: DefaultCephUser},
+		{Pool: "fast", Image: "disk2", Conf: "/srv/ceph.conf", User: "gw", Keyring: "/srv/gw.keyring"},
+	}
+	for i, w := range want {
+		if got := cfg.Targets[0].LUNs[i].RBD; got != w {
+			t.Errorf("luns[%d].rbd = %+v, want %+v", i, got, w)
+		}
+	}
+	if !cfg.Targets[0].LUNs[1].ReadOnly {
+		t.Error("luns[1].readonly lost")
+	}
+	checkRoundTrip(t, map[string]string{"rbd": doc}, mustParse)
+}
