@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ddpstore/ddpstore/integration/tgtpeer"
 	"github.com/ddpstore/ddpstore/internal/testbin"
 	"github.com/ddpstore/ddpstore/transport/initiator"
 	log "github.com/sirupsen/logrus"
@@ -77,14 +78,9 @@ func startTgtd(t *testing.T) *tgtd {
 	t.Helper()
 	needTgt(t)
 	file := filepath.Join(t.TempDir(), "lun1.img")
-	f, err := os.Create(file)
-	if err != nil {
+	if err := tgtpeer.NewImage(file, lunSize); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Truncate(lunSize); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
 	if err := os.MkdirAll("/var/run/tgtd", 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -104,9 +100,9 @@ func startTgtd(t *testing.T) *tgtd {
 			t.Logf("tgtd log:\n%s", d.logs.String())
 		}
 	})
-	d.adm(t, "--op", "new", "--mode", "target", "--tid", "1", "-T", targetName)
-	d.adm(t, "--op", "new", "--mode", "logicalunit", "--tid", "1", "--lun", strconv.Itoa(diskLUN), "-b", d.file)
-	d.adm(t, "--op", "bind", "--mode", "target", "--tid", "1", "-I", "ALL")
+	if err := tgtpeer.Create(d.tgtadm, tgtpeer.Target{LLD: "iscsi", TID: 1, IQN: targetName, LUN: diskLUN, File: d.file}, 0); err != nil {
+		t.Fatal(err)
+	}
 	// tgt offers no digests unless told; with both allowed, it takes
 	// the initiator's first choice.
 	for _, k := range []string{"HeaderDigest", "DataDigest"} {
@@ -157,35 +153,26 @@ func tryTgtd(t *testing.T, file string, last bool) *tgtd {
 	}
 }
 
-// adm runs tgtadm on this tgtd's control port.
+// tgtadm runs tgtadm on this tgtd's control port.
+func (d *tgtd) tgtadm(args ...string) (string, error) {
+	out, err := exec.Command("tgtadm", append([]string{"-C", strconv.Itoa(d.control)}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+// adm runs tgtadm with the iscsi driver and fails the test when it does.
 func (d *tgtd) adm(t *testing.T, args ...string) string {
 	t.Helper()
-	out, err := exec.Command("tgtadm", append([]string{"-C", strconv.Itoa(d.control), "--lld", "iscsi"}, args...)...).CombinedOutput()
+	out, err := d.tgtadm(append([]string{"--lld", "iscsi"}, args...)...)
 	if err != nil {
 		t.Fatalf("tgtadm %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	return string(out)
+	return out
 }
 
-// stop shuts tgtd down the way its service does, as tgtd ignores
-// SIGTERM: the target deleted (--force: sessions too), then the daemon
-// (tgtadm --op delete --mode system, refused while targets exist). It is
-// killed if still there after 10 s.
+// stop shuts tgtd down (tgtpeer.Stop).
 func (d *tgtd) stop(t *testing.T) {
-	select {
-	case <-d.done:
-		return
-	default:
-	}
-	c := strconv.Itoa(d.control)
-	exec.Command("tgtadm", "-C", c, "--lld", "iscsi", "--op", "delete", "--force", "--mode", "target", "--tid", "1").Run()
-	exec.Command("tgtadm", "-C", c, "--op", "delete", "--mode", "system").Run()
-	select {
-	case <-d.done:
-	case <-time.After(10 * time.Second):
+	if tgtpeer.Stop(d.tgtadm, "iscsi", 1, d.done, func() { d.cmd.Process.Kill() }) {
 		t.Logf("tgtd did not exit on tgtadm --op delete --mode system; killed")
-		d.cmd.Process.Kill()
-		<-d.done
 	}
 }
 
