@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ddpstore/ddpstore/blockdev"
+	"github.com/ddpstore/ddpstore/blockdev/rbd"
 	"github.com/ddpstore/ddpstore/config"
 	"github.com/ddpstore/ddpstore/iwarp"
 	"github.com/ddpstore/ddpstore/iwarp/mpa"
@@ -255,6 +256,8 @@ func (d *daemon) open(l config.LUN, prState string) (*openLU, error) {
 		if err == nil && errors.Is(statErr, fs.ErrNotExist) {
 			created, _ = os.Stat(l.Path)
 		}
+	} else if r := l.RBD; r.Image != "" {
+		st, err = openRBD(r, l.ReadOnly)
 	} else {
 		st, err = blockdev.NewMemory(int64(l.Memory))
 	}
@@ -272,6 +275,20 @@ func (d *daemon) open(l config.LUN, prState string) (*openLU, error) {
 		return nil, err
 	}
 	return o, nil
+}
+
+// openRBD opens the RBD image of an rbd LUN; the image must exist and its
+// size is the LUN's.
+func openRBD(r config.RBD, readOnly bool) (blockdev.Store, error) {
+	im, err := rbd.Open(rbd.Config{Pool: r.Pool, Image: r.Image, Conf: r.Conf, User: r.User, Keyring: r.Keyring, ReadOnly: readOnly})
+	if err != nil {
+		return nil, err
+	}
+	if im.Size() == 0 || im.Size()%blockdev.BlockSize != 0 {
+		im.Close()
+		return nil, fmt.Errorf("rbd: image %s/%s has %d octets, not a positive multiple of %d", r.Pool, r.Image, im.Size(), blockdev.BlockSize)
+	}
+	return im, nil
 }
 
 // removeCreated removes the store's file if open created it and it is

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math/rand"
 	"os"
@@ -27,9 +28,15 @@ func dialAs(t *testing.T, addr, target, name string) *initiator.Session {
 }
 
 // gatewayConfig writes the configuration of one gateway of the shared
-// image: its portal, its own control socket and state directory, and the
-// ALUA section (alua "" for none).
+// image file img: its portal, its own control socket and state directory,
+// and the ALUA section (alua "" for none).
 func gatewayConfig(t *testing.T, dir, addr, img, alua string) string {
+	t.Helper()
+	return gatewayConfigLUN(t, dir, addr, fmt.Sprintf("{id: 0, path: %s, size: 16MiB}", img), alua)
+}
+
+// gatewayConfigLUN is gatewayConfig with LUN 0 as lun says.
+func gatewayConfigLUN(t *testing.T, dir, addr, lun, alua string) string {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -40,12 +47,12 @@ portals:
 targets:
   - name: %s
     luns:
-      - {id: 0, path: %s, size: 16MiB}
+      - %s
 %s
 control: {socket: %s}
 state: {dir: %s}
 log: {level: warn}
-`, addr, gatewayTarget, img, alua, filepath.Join(dir, "ctl.sock"), filepath.Join(dir, "state")))
+`, addr, gatewayTarget, lun, alua, filepath.Join(dir, "ctl.sock"), filepath.Join(dir, "state")))
 }
 
 // rtpg sends REPORT TARGET PORT GROUPS and returns (group id, state) pairs
@@ -258,13 +265,21 @@ func TestGatewayDies(t *testing.T) {
 // survivor in use among the paths.
 func TestMountGatewayDies(t *testing.T) {
 	needMount(t)
-	bin := need(t, "fio", "fio")
 	dir := t.TempDir()
-	img := filepath.Join(dir, "shared.img")
+	mountGatewayDies(t, dir, fmt.Sprintf("{id: 0, path: %s, size: 16MiB}", filepath.Join(dir, "shared.img")))
+}
+
+// mountGatewayDies mounts LUN 0 (as lun says) of two gateways, runs fio
+// verify through the mount, kills the gateway in use with -9 in the
+// middle, and checks that fio saw no error and the mount moved to the
+// other gateway. It returns the longest write fio waited for: the pause
+// the failover caused.
+func mountGatewayDies(t *testing.T, dir, lun string) time.Duration {
+	bin := need(t, "fio", "fio")
 	groups := "    alua: {group: %d, groups: [{id: 1, state: active-optimized}, {id: 2, state: active-non-optimized}]}"
 	addr1, addr2 := freePort(t), freePort(t)
-	gw1 := startTarget(t, gatewayConfig(t, filepath.Join(dir, "gw1"), addr1, img, fmt.Sprintf(groups, 1)), addr1)
-	startTarget(t, gatewayConfig(t, filepath.Join(dir, "gw2"), addr2, img, fmt.Sprintf(groups, 2)), addr2)
+	gw1 := startTarget(t, gatewayConfigLUN(t, filepath.Join(dir, "gw1"), addr1, lun, fmt.Sprintf(groups, 1)), addr1)
+	startTarget(t, gatewayConfigLUN(t, filepath.Join(dir, "gw2"), addr2, lun, fmt.Sprintf(groups, 2)), addr2)
 	icfg := filepath.Join(dir, "initiator.yaml")
 	os.WriteFile(icfg, []byte(fmt.Sprintf("initiator_name: %s\ntargets:\n  - name: %s\n    portals: [%s, %s]\nrecovery_timeout: 60s\nnop: {interval: 1s, timeout: 5s}\n",
 		initiatorName, gatewayTarget, addr1, addr2)), 0o644)
@@ -328,4 +343,23 @@ rate=4m
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	var res struct {
+		Jobs []struct {
+			Write struct {
+				Lat struct {
+					Max float64 `json:"max"`
+				} `json:"clat_ns"`
+			} `json:"write"`
+		} `json:"jobs"`
+	}
+	js := out.Bytes()
+	if i := bytes.IndexByte(js, '{'); i >= 0 {
+		js = js[i:]
+	}
+	if err := json.Unmarshal(js, &res); err != nil || len(res.Jobs) == 0 {
+		t.Fatalf("fio's JSON: %v\n%s", err, out.String())
+	}
+	pause := time.Duration(res.Jobs[0].Write.Lat.Max)
+	t.Logf("the longest write through the failover took %v", pause)
+	return pause
 }
