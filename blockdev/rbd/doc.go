@@ -55,4 +55,16 @@
 //
 // The image's size is read once, at Open: a resize by another client is
 // not seen until the image is opened again.
+//
+// # Waiting on the cluster
+//
+// Nothing here times out by itself; the cluster's configuration decides.
+// Open waits for the monitors up to client_mount_timeout (300 s unless
+// ceph.conf says otherwise), then fails with ETIMEDOUT ("connect as
+// client.admin: connection timed out"). A request waits until the OSDs serve it,
+// however long a PG stays unavailable, unless ceph.conf sets
+// rados_osd_op_timeout: then it fails with ETIMEDOUT. A request cannot be
+// withdrawn once librbd has it: an aborted SCSI task's request still runs
+// to completion. A client the cluster has blocklisted (as a gateway that
+// breaks another's exclusive lock does) gets ESHUTDOWN for every request.
 package rbd

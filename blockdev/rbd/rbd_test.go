@@ -43,6 +43,7 @@ func TestImage(t *testing.T) {
 		{"OpenErrors", testOpenErrors},
 		{"Ranges", testRanges},
 		{"Close", testClose},
+		{"Blocklisted", testBlocklisted},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.f(t, c) })
 	}
@@ -547,4 +548,43 @@ func countThreads(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return len(e)
+}
+
+// testBlocklisted has the cluster blocklist the image's client, as a
+// gateway that takes over an image's lock does to the one it took it from:
+// requests then fail with librbd's error, carried back by the completion,
+// as one line.
+func testBlocklisted(t *testing.T, c *cephtest.Cluster) {
+	im, cfg := open(t, c, obj)
+	p := make([]byte, 4096)
+	if err := im.WriteAt(p, 0); err != nil {
+		t.Fatal(err)
+	}
+	status := c.RBD(t, "status", cfg.Pool+"/"+cfg.Image)
+	addr := ""
+	for _, l := range strings.Split(status, "\n") {
+		// "watcher=127.0.0.1:0/3719386478 client.4133 cookie=..."
+		if f := strings.Fields(l); len(f) > 0 && strings.HasPrefix(f[0], "watcher=") {
+			addr = strings.TrimPrefix(f[0], "watcher=")
+		}
+	}
+	if addr == "" {
+		t.Fatalf("rbd status shows no watcher: %s", status)
+	}
+	c.Ceph(t, "osd", "blocklist", "add", addr)
+	var err error
+	// The OSD learns of the blocklist with the next OSD map; a request
+	// may still get through before.
+	for i := 0; i < 50 && err == nil; i++ {
+		err = im.WriteAt(p, int64(i)*4096)
+	}
+	want := fmt.Sprintf("rbd: write %s/%s [", cfg.Pool, cfg.Image)
+	if err == nil || !strings.HasPrefix(err.Error(), want) || !errors.Is(err, syscall.ESHUTDOWN) || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("write by a blocklisted client: %v, want %q... wrapping %v", err, want, syscall.ESHUTDOWN)
+	}
+	t.Log(err)
+	// Closing does not hang on a blocklisted client (its error is librbd's).
+	if err := im.Close(); err != nil {
+		t.Logf("Close: %v", err)
+	}
 }
