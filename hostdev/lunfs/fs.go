@@ -9,6 +9,15 @@
 // write has reached the target when write returns), FOPEN_PARALLEL_DIRECT_WRITES
 // (writers to one file do not serialize on its inode lock) and async direct
 // I/O (libaio keeps its queue depth).
+//
+// Requests reach the filesystem one of two ways, with the same methods
+// answering: through /dev/fuse, read and answered by go-fuse, or over
+// FUSE's io_uring queues (ring.go), where the kernel offers them
+// (Options.IOURing). go-fuse mounts, answers INIT and serves /dev/fuse
+// either way, which with the ring still carries FORGET and INTERRUPT.
+// Over the ring a read's data is copied once, from the slot the target
+// placed it in into the entry's payload buffer, which the kernel fixes
+// when the entry is registered.
 package lunfs
 
 import (
@@ -22,6 +31,8 @@ import (
 
 	"github.com/ddpstore/ddpstore/hostdev/remote"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	log "github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
 )
 
 // Options are the mount's settings.
@@ -37,6 +48,27 @@ type Options struct {
 	Name string
 	// Debug logs every FUSE request.
 	Debug bool
+	// IOURing is how requests reach the filesystem: IOURingAuto (or
+	// empty) over FUSE's io_uring queues where the kernel offers them, else
+	// through /dev/fuse; IOURingOn only over io_uring (the mount fails
+	// where it cannot); IOURingOff only through /dev/fuse.
+	IOURing string
+}
+
+// The IOURing modes.
+const (
+	IOURingAuto = "auto"
+	IOURingOn   = "on"
+	IOURingOff  = "off"
+)
+
+// CheckIOURing refuses an IOURing mode that is none of the three.
+func CheckIOURing(mode string) error {
+	switch mode {
+	case "", IOURingAuto, IOURingOn, IOURingOff:
+		return nil
+	}
+	return fmt.Errorf("io_uring mode %q: want auto, on or off", mode)
 }
 
 // attrValid is how long the kernel may cache names and attributes: the
@@ -85,12 +117,47 @@ func (fs *FS) Files() []string {
 	return n
 }
 
+// Server is a mounted FS being served.
+type Server struct {
+	srv  *fuse.Server
+	dir  string
+	ring *ringServer // nil: every request comes through /dev/fuse
+	// own: this package mounted dir and passed go-fuse the descriptor.
+	own  bool
+	done chan struct{}
+}
+
 // Mount mounts fs at dir (directly, without fusermount, which needs root)
-// and serves it until Unmount.
-func (fs *FS) Mount(dir string) (*fuse.Server, error) {
-	mo := &fuse.MountOptions{
+// and serves it until Unmount: over io_uring or through /dev/fuse, as
+// Options.IOURing says.
+func (fs *FS) Mount(dir string) (*Server, error) {
+	mode := fs.opts.IOURing
+	if err := CheckIOURing(mode); err != nil {
+		return nil, err
+	}
+	if mode == IOURingOff {
+		return fs.mountClassic(dir)
+	}
+	if why := ringUnavailable(); why != nil {
+		if mode == IOURingOn {
+			return nil, fmt.Errorf("io_uring: on: %v", why)
+		}
+		log.Infof("%s: %v; requests come through /dev/fuse", dir, why)
+		return fs.mountClassic(dir)
+	}
+	s, err := fs.mountRing(dir, mode == IOURingOn)
+	if err != nil && mode != IOURingOn {
+		log.Warnf("%s: FUSE over io_uring: %v; mounting with requests through /dev/fuse", dir, err)
+		return fs.mountClassic(dir)
+	}
+	return s, err
+}
+
+// mountOptions are go-fuse's options for the mount, both ways.
+func (fs *FS) mountOptions() *fuse.MountOptions {
+	return &fuse.MountOptions{
 		DirectMount:       true,
-		MaxWrite:          fs.opts.MaxWrite,
+		MaxWrite:          fs.maxWrite(),
 		MaxBackground:     128,
 		AllowOther:        fs.opts.AllowOther,
 		FsName:            "ddpstore:" + fs.opts.Name,
@@ -99,17 +166,160 @@ func (fs *FS) Mount(dir string) (*fuse.Server, error) {
 		ExtraCapabilities: fuse.CAP_ASYNC_DIO,
 		Debug:             fs.opts.Debug,
 	}
-	srv, err := fuse.NewServer(fs, dir, mo)
+}
+
+// maxWrite is MaxWrite as go-fuse settles it: 128 KiB if unset, at most
+// 1 MiB (256 pages).
+func (fs *FS) maxWrite() int {
+	switch mw := fs.opts.MaxWrite; {
+	case mw <= 0:
+		return 128 << 10
+	case mw > 1<<20:
+		return 1 << 20
+	default:
+		return mw
+	}
+}
+
+// mountClassic lets go-fuse mount and serve through /dev/fuse.
+func (fs *FS) mountClassic(dir string) (*Server, error) {
+	srv, err := fuse.NewServer(fs, dir, fs.mountOptions())
 	if err != nil {
 		return nil, err
 	}
-	go srv.Serve()
+	s := &Server{srv: srv, dir: dir, done: make(chan struct{})}
+	go func() { srv.Serve(); close(s.done) }()
 	if err := srv.WaitMount(); err != nil {
 		srv.Unmount()
+		<-s.done
 		return nil, err
 	}
-	return srv, nil
+	return s, nil
 }
+
+// mountRing mounts dir itself on a /dev/fuse descriptor and hands go-fuse
+// the descriptor as "/dev/fd/N", with FUSE_OVER_IO_URING among the
+// capabilities INIT answers, then registers the ring's queues. A kernel
+// that does not offer the capability leaves the mount served through
+// /dev/fuse, which is an error when required.
+func (fs *FS) mountRing(dir string, required bool) (*Server, error) {
+	nq, err := possibleCPUs()
+	if err != nil {
+		return nil, fmt.Errorf("the number of queues: %v", err)
+	}
+	mo := fs.mountOptions()
+	fd, err := mountDev(dir, mo)
+	if err != nil {
+		return nil, err
+	}
+	mo.DirectMount = false
+	mo.ExtraCapabilities |= fuse.CAP_OVER_IO_URING
+	srv, err := fuse.NewServer(fs, fmt.Sprintf("/dev/fd/%d", fd), mo)
+	if err != nil {
+		unix.Unmount(dir, unix.MNT_DETACH)
+		unix.Close(fd)
+		return nil, err
+	}
+	// go-fuse owns fd from here: it closes it when the connection ends.
+	s := &Server{srv: srv, dir: dir, own: true, done: make(chan struct{})}
+	if srv.KernelSettings().Flags64()&fuse.CAP_OVER_IO_URING == 0 {
+		go func() { srv.Serve(); close(s.done) }()
+		if required {
+			s.Unmount()
+			return nil, errors.New("io_uring: on: the kernel's INIT does not offer FUSE_OVER_IO_URING")
+		}
+		log.Infof("%s: the kernel's INIT does not offer FUSE over io_uring; requests come through /dev/fuse", dir)
+		return s, nil
+	}
+	// From here the kernel holds every request until each queue has an
+	// entry; a REGISTER that fails sends them back to /dev/fuse.
+	payload := max(mo.MaxWrite, 8192) + os.Getpagesize()
+	depth := max(1, min(maxRingDepth, len(fs.rr), ringMemory/(nq*payload)))
+	ring, err := newRingServer(fs, fd, nq, depth, payload)
+	if ring == nil {
+		go func() { srv.Serve(); close(s.done) }()
+		s.Unmount()
+		return nil, err
+	}
+	s.ring = ring
+	go func() {
+		srv.Serve()
+		ring.stop(5 * time.Second)
+		close(s.done)
+	}()
+	if err != nil {
+		if required {
+			s.Unmount()
+			return nil, err
+		}
+		log.Warnf("%s: %v; requests come through /dev/fuse", dir, err)
+		return s, nil
+	}
+	log.Infof("%s: FUSE over io_uring, %d queues of %d entries", dir, nq, depth)
+	return s, nil
+}
+
+// mountDev opens /dev/fuse and mounts it on dir as go-fuse's direct
+// mount would, and returns the descriptor.
+func mountDev(dir string, mo *fuse.MountOptions) (int, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return -1, &os.PathError{Op: "stat", Path: dir, Err: err}
+	}
+	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, &os.PathError{Op: "open", Path: "/dev/fuse", Err: err}
+	}
+	data := fmt.Sprintf("fd=%d,rootmode=%o,user_id=%d,group_id=%d,max_read=%d", fd, st.Mode&unix.S_IFMT, os.Geteuid(), os.Getegid(), mo.MaxWrite)
+	if mo.AllowOther {
+		data += ",allow_other"
+	}
+	if err := unix.Mount(mo.FsName, dir, "fuse."+mo.Name, unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("mount on %s: %w", dir, err)
+	}
+	return fd, nil
+}
+
+// IOURing says whether requests come over io_uring.
+func (s *Server) IOURing() bool { return s.ring != nil }
+
+// RingRequests is the number of requests answered over io_uring.
+func (s *Server) RingRequests() uint64 {
+	if s.ring == nil {
+		return 0
+	}
+	return s.ring.requests.Load()
+}
+
+// Unmount unmounts the filesystem and waits until serving has ended; a
+// busy mount stays mounted and served, and the error says so.
+func (s *Server) Unmount() error {
+	if !s.own {
+		if err := s.srv.Unmount(); err != nil {
+			return err
+		}
+		<-s.done
+		return nil
+	}
+	var err error
+	delay := time.Duration(0)
+	for range 5 { // as go-fuse: the kernel may not yet have seen every close
+		if err = unix.Unmount(s.dir, 0); err == nil || err == unix.EINVAL {
+			break
+		}
+		delay = 2*delay + 5*time.Millisecond
+		time.Sleep(delay)
+	}
+	if err != nil && err != unix.EINVAL { // EINVAL: no longer mounted
+		return fmt.Errorf("unmount %s: %w", s.dir, err)
+	}
+	<-s.done
+	return nil
+}
+
+// Wait waits until serving has ended: the filesystem was unmounted.
+func (s *Server) Wait() { <-s.done }
 
 func (fs *FS) String() string { return "ddpstore" }
 

@@ -35,6 +35,13 @@ func needFUSE(t *testing.T) {
 // mount serves stores as LUNs and mounts them; it returns the mount point.
 func mount(t *testing.T, o lunfs.Options, stores ...blockdev.Store) string {
 	t.Helper()
+	dir, _ := mountServer(t, o, stores...)
+	return dir
+}
+
+// mountServer is mount that returns the server too.
+func mountServer(t *testing.T, o lunfs.Options, stores ...blockdev.Store) (string, *lunfs.Server) {
+	t.Helper()
 	needFUSE(t)
 	testtarget.CheckLeaks(t)
 	tt := testtarget.Start(t, stores...)
@@ -69,7 +76,7 @@ func mount(t *testing.T, o lunfs.Options, stores ...blockdev.Store) string {
 		srv.Wait()
 		slots.Close()
 	})
-	return dir
+	return dir, srv
 }
 
 func TestFilesPerLUN(t *testing.T) {

@@ -13,7 +13,6 @@ import (
 	"github.com/ddpstore/ddpstore/hostdev/lunfs"
 	"github.com/ddpstore/ddpstore/hostdev/remote"
 	"github.com/ddpstore/ddpstore/transport/initiator"
-	"github.com/hanwen/go-fuse/v2/fuse"
 	log "github.com/sirupsen/logrus"
 )
 
@@ -31,6 +30,7 @@ type Config struct {
 	DirectIO   bool
 	AllowOther bool
 	Debug      bool
+	IOURing    string // FUSE over io_uring: auto (also when empty), on or off (lunfs.Options.IOURing)
 }
 
 // slotSize holds a whole MaxWrite at any offset of 4 KiB blocks.
@@ -86,7 +86,7 @@ func Serve(ctx context.Context, s *initiator.Session, c Config, stdout io.Writer
 	if err != nil {
 		return err
 	}
-	fsys := lunfs.New(disks, c.Slots, lunfs.Options{DirectIO: c.DirectIO, MaxWrite: c.MaxWrite, AllowOther: c.AllowOther, Name: c.Target, Debug: c.Debug})
+	fsys := lunfs.New(disks, c.Slots, lunfs.Options{DirectIO: c.DirectIO, MaxWrite: c.MaxWrite, AllowOther: c.AllowOther, Name: c.Target, Debug: c.Debug, IOURing: c.IOURing})
 	srv, err := fsys.Mount(c.Dir)
 	if err != nil {
 		return fmt.Errorf("mount on %s: %v", c.Dir, err)
@@ -166,7 +166,7 @@ func plural(n int, what string) string {
 
 // unmountOnSignal unmounts, or says why it cannot and serves on: a busy
 // mount still has users whose data must not be cut off.
-func unmountOnSignal(srv *fuse.Server, dir string) {
+func unmountOnSignal(srv *lunfs.Server, dir string) {
 	if err := srv.Unmount(); err != nil {
 		log.Errorf("cannot unmount %s: %v: files are open on it or a loop device is attached (ddpinitiator detach); still serving", dir, err)
 	}
