@@ -6,6 +6,7 @@ import (
 
 	"github.com/ddpstore/ddpstore/transport/scsi"
 	"github.com/gostor/gotgt/pkg/api"
+	log "github.com/sirupsen/logrus"
 )
 
 // Persistent reservations (SPC-4 5.13, PERSISTENT RESERVE IN 6.15 and
@@ -90,6 +91,14 @@ type prState struct {
 	mu sync.Mutex
 	prData
 	path string // state file for APTPL; "" when the LU has none
+	// shared, when set, holds the state for every gateway exporting the
+	// LU's store (SetSharedPR); version is the version of it prData is.
+	shared  SharedPR
+	version uint64
+	// outMu serializes PERSISTENT RESERVE OUT; a shared store's commit
+	// waits for the other gateways without s.mu, which their change
+	// notifications need.
+	outMu sync.Mutex
 }
 
 // prData is the state proper, which a failed PROUT rolls back.
@@ -186,6 +195,11 @@ func persistentReserveIn(_ int, cmd *api.SCSICommand) api.SAMStat {
 	alloc := int(binary.BigEndian.Uint16(scb[7:]))
 	s := &l.pr
 	s.mu.Lock()
+	if err := l.prRefresh(); err != nil {
+		// Answer from what this gateway knows, which the other gateways'
+		// notifications keep current.
+		log.WithField("lu", l.id).Warnf("lu: persistent reservations: %v", err)
+	}
 	var b []byte
 	switch scb[1] & 0x1f {
 	case prInReadKeys:
@@ -209,7 +223,7 @@ func persistentReserveIn(_ int, cmd *api.SCSICommand) api.SAMStat {
 		b = append(b, 0, 0, 0, 0, 0, s.typ, 0, 0) // obsolete, reserved, SCOPE 0 (LU) | TYPE, obsolete
 	case prInReportCaps:
 		var caps byte // CRH 0, SIP_C 0, ATP_C 0
-		if s.path != "" {
+		if s.path != "" || s.shared != nil {
 			caps |= 0x01 // PTPL_C
 		}
 		var a byte = 0x80 // TMV: the type mask is valid; ALLOW COMMANDS 000b
@@ -283,21 +297,58 @@ func persistentReserveOut(_ int, cmd *api.SCSICommand) api.SAMStat {
 	aptpl := flags&0x01 != 0
 	port := portOf(cmd)
 	s := &l.pr
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	before := s.snapshot()
+	s.outMu.Lock()
+	defer s.outMu.Unlock()
+	for range prTries {
+		s.mu.Lock()
+		if err := l.prRefresh(); err != nil {
+			s.mu.Unlock()
+			log.WithField("lu", l.id).Errorf("lu: persistent reservations: %v", err)
+			return checkCondition(cmd, scsi.SenseHardwareError, scsi.ASCInternalTargetFailure)
+		}
+		before := s.snapshot()
+		stat, changed := l.prOut(cmd, sa, scope, typ, key, sakey, aptpl, port)
+		if !changed {
+			s.mu.Unlock()
+			return stat
+		}
+		if s.shared == nil {
+			stat = l.prCommit(cmd, before)
+			s.mu.Unlock()
+			return stat
+		}
+		stat, stale := l.prStoreShared(cmd, before)
+		if !stale {
+			return stat
+		}
+		// Another gateway changed the state since it was loaded: load it
+		// again and apply the command to what it is now.
+	}
+	log.WithField("lu", l.id).Errorf("lu: persistent reservations: the shared state changed under %d tries in a row", prTries)
+	return checkCondition(cmd, scsi.SenseHardwareError, scsi.ASCInternalTargetFailure)
+}
+
+// prTries bounds how often a PERSISTENT RESERVE OUT is applied anew when
+// other gateways keep changing the shared state first.
+const prTries = 16
+
+// prOut applies a PERSISTENT RESERVE OUT to the state (s.mu held) and
+// reports whether it changed the state, which the caller then commits;
+// when it did not, stat is the command's answer.
+func (l *LU) prOut(cmd *api.SCSICommand, sa, scope, typ byte, key, sakey uint64, aptpl bool, port string) (stat api.SAMStat, changed bool) {
+	s := &l.pr
 	i := s.find(port)
 	if sa == prOutRegister || sa == prOutRegisterIgnore {
-		if aptpl && s.path == "" {
-			return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInParameterList)
+		if aptpl && s.path == "" && s.shared == nil {
+			return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInParameterList), false
 		}
 		switch {
 		case i < 0 && sa == prOutRegister && key != 0:
-			return api.SAMStatReservationConflict
+			return api.SAMStatReservationConflict, false
 		case i >= 0 && sa == prOutRegister && key != s.regs[i].Key:
-			return api.SAMStatReservationConflict
+			return api.SAMStatReservationConflict, false
 		case i < 0 && sakey == 0:
-			return api.SAMStatGood // nothing to register or to remove
+			return api.SAMStatGood, false // nothing to register or to remove
 		case i < 0:
 			s.regs = append(s.regs, registration{Port: port, Key: sakey})
 		case sakey == 0:
@@ -307,17 +358,17 @@ func persistentReserveOut(_ int, cmd *api.SCSICommand) api.SAMStat {
 		}
 		s.aptpl = aptpl
 		s.generation++
-		return l.prCommit(cmd, before)
+		return api.SAMStatGood, true
 	}
 	// Every other service action needs a registered nexus whose key
 	// matches (SPC-4 5.13.x: else RESERVATION CONFLICT).
 	if i < 0 || s.regs[i].Key != key {
-		return api.SAMStatReservationConflict
+		return api.SAMStatReservationConflict, false
 	}
 	switch sa {
 	case prOutReserve, prOutPreempt, prOutPreemptAndAbort:
 		if scope != 0 || !validType(typ) {
-			return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInCDB)
+			return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInCDB), false
 		}
 	}
 	switch sa {
@@ -330,22 +381,22 @@ func persistentReserveOut(_ int, cmd *api.SCSICommand) api.SAMStat {
 			}
 		case s.holds(port) && s.typ == typ:
 		default:
-			return api.SAMStatReservationConflict
+			return api.SAMStatReservationConflict, false
 		}
-		return l.prCommit(cmd, before)
+		return api.SAMStatGood, true
 	case prOutRelease:
 		if s.typ == 0 || !s.holds(port) {
-			return api.SAMStatGood
+			return api.SAMStatGood, false
 		}
 		if scope != 0 || typ != s.typ {
-			return checkCondition(cmd, scsi.SenseIllegalRequest, ascInvalidReleaseOfPR)
+			return checkCondition(cmd, scsi.SenseIllegalRequest, ascInvalidReleaseOfPR), false
 		}
 		s.typ, s.holder = 0, ""
-		return l.prCommit(cmd, before)
+		return api.SAMStatGood, true
 	case prOutClear:
 		s.regs, s.typ, s.holder = s.regs[:0], 0, ""
 		s.generation++
-		return l.prCommit(cmd, before)
+		return api.SAMStatGood, true
 	default: // PREEMPT, PREEMPT AND ABORT (SPC-4 5.13.11)
 		switch {
 		case s.typ != 0 && allRegistrants(s.typ) && sakey == 0:
@@ -365,14 +416,14 @@ func persistentReserveOut(_ int, cmd *api.SCSICommand) api.SAMStat {
 				s.holder = ""
 			}
 		case sakey == 0:
-			return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInParameterList)
+			return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInParameterList), false
 		default:
 			if !s.removeKey(sakey, port) {
-				return api.SAMStatReservationConflict
+				return api.SAMStatReservationConflict, false
 			}
 		}
 		s.generation++
-		return l.prCommit(cmd, before)
+		return api.SAMStatGood, true
 	}
 }
 
