@@ -1,0 +1,5 @@
+//go:build !race
+
+package lunfs
+
+const raceEnabled = false
