@@ -107,6 +107,14 @@ func (c *conn) open(cfg Config) (size int64, err error) {
 			return 0, err
 		}
 	}
+	// No librbd cache, whatever the conf says: a write is answered when
+	// the cluster has it. With writeback caching (librbd's default after
+	// the first flush) a gateway killed before flushing would lose writes
+	// it had acknowledged, and another gateway exporting the image would
+	// read stale blocks.
+	if err := c.set("rbd_cache", "false"); err != nil {
+		return 0, err
+	}
 	if r := C.rados_connect(c.cluster); r < 0 {
 		return 0, fmt.Errorf("connect as client.%s: %w", cfg.User, errno(r))
 	}

@@ -44,6 +44,7 @@ func TestImage(t *testing.T) {
 		{"Ranges", testRanges},
 		{"Close", testClose},
 		{"Blocklisted", testBlocklisted},
+		{"NoCache", testNoCache},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.f(t, c) })
 	}
