@@ -45,11 +45,17 @@ type RemoteTarget struct {
 }
 
 // Mount holds the FUSE options of ddpinitiator mount and attach (YAML:
-// direct_io, max_write, allow_other).
+// direct_io, max_write, allow_other, io_uring).
 type Mount struct {
 	DirectIO   bool // bypass the page cache (FOPEN_DIRECT_IO); default true
 	MaxWrite   Size // the largest write FUSE passes at once, 4KiB..MaxMaxWrite in whole pages; default 1MiB
 	AllowOther bool // let users other than the one mounting use the mount (needs root or user_allow_other); default false
+	// IOURing is how FUSE requests reach the mount: "auto" (default) over
+	// FUSE's io_uring queues where the kernel offers them (Linux 6.14+ with
+	// /sys/module/fuse/parameters/enable_uring Y), else through /dev/fuse;
+	// "on" only over io_uring (the mount fails without); "off" only through
+	// /dev/fuse.
+	IOURing string
 }
 
 // NOP holds the keepalive settings (YAML: interval, timeout): a NOP-Out ping
@@ -75,7 +81,9 @@ const (
 )
 
 // DefaultMount returns the mount options a configuration gets when it names none.
-func DefaultMount() Mount { return Mount{DirectIO: true, MaxWrite: MaxMaxWrite, AllowOther: false} }
+func DefaultMount() Mount {
+	return Mount{DirectIO: true, MaxWrite: MaxMaxWrite, AllowOther: false, IOURing: "auto"}
+}
 
 // DefaultNOP returns the keepalive a configuration gets when it names none.
 func DefaultNOP() NOP { return NOP{Interval: 5 * time.Second, Timeout: 15 * time.Second} }
@@ -151,7 +159,8 @@ var (
 	initiatorFields    = []string{"initiator_name", "targets", "discovery_chap", "queue_depth", "buffers", "mpa", "mount", "recovery_timeout", "nop", "log", "metrics"}
 	remoteTargetFields = []string{"name", "portals", "transport", "luns", "chap", "header_digest", "data_digest"}
 	digestValues       = []string{"crc32c", "none"}
-	mountFields        = []string{"direct_io", "max_write", "allow_other"}
+	mountFields        = []string{"direct_io", "max_write", "allow_other", "io_uring"}
+	ioURingValues      = []string{"auto", "on", "off"}
 	nopFields          = []string{"interval", "timeout"}
 )
 
@@ -439,6 +448,12 @@ var initiatorSettings = []setting{
 		}, nil},
 	{Setting{"mount-allow-other", "mount.allow_other", true, "mount: let other users use the mount (default false)"},
 		readBool(func(c *Initiator) *bool { return &c.Mount.AllowOther }), nil},
+	{Setting{"mount-io-uring", "mount.io_uring", false, "mount: FUSE requests over io_uring: auto (where the kernel offers it, default), on or off"},
+		func(d *decoder, c *Initiator, f field, path string) {
+			if v, ok := d.oneOf(f, path, "an io_uring mode", ioURingValues); ok {
+				c.Mount.IOURing = v
+			}
+		}, nil},
 	{Setting{"recovery-timeout", "recovery_timeout", false, fmt.Sprintf("how long commands wait through a reconnect before they fail, %s..%s (default %s)", formatDuration(minTimeout), formatDuration(maxTimeout), formatDuration(DefaultRecoveryTimeout))},
 		func(d *decoder, c *Initiator, f field, path string) {
 			if v, ok := d.duration(f, path, "recovery timeout", minTimeout, maxTimeout, ""); ok {
@@ -708,6 +723,7 @@ func (c *Initiator) Marshal() ([]byte, error) {
 	add(mount, "direct_io", boolNode(c.Mount.DirectIO))
 	add(mount, "max_write", strNode(c.Mount.MaxWrite.String()))
 	add(mount, "allow_other", boolNode(c.Mount.AllowOther))
+	add(mount, "io_uring", strNode(c.Mount.IOURing))
 	add(root, "mount", mount)
 	add(root, "recovery_timeout", strNode(formatDuration(c.RecoveryTimeout)))
 	nop := mapNode(true)

@@ -41,6 +41,7 @@ mount:                                          #@mount
   direct_io: true                               #@directio
   max_write: 1MiB                               #@maxwrite
   allow_other: false                            #@allowother
+  io_uring: auto                                #@iouring
 recovery_timeout: 30s                           #@recovery
 nop:                                            #@nop
   interval: 5s                                  #@interval
@@ -206,6 +207,11 @@ func initiatorCorpus() []corpusCase {
 			{"yes", "is not a boolean"},
 			{"'false'", "(remove the quotes)"},
 		}},
+		{"iouring", "mount.io_uring", []valueCase{
+			{"yes", `"yes" is not an io_uring mode; use auto, on or off`},
+			{"true", "is not an io_uring mode"},
+			{"autp", `(did you mean "auto"?)`},
+		}},
 		{"recovery", "recovery_timeout", []valueCase{
 			{"30", "30 has no unit: write 30s for seconds"},
 			{"0", "recovery timeout 0 is out of range (1s..1h)"},
@@ -275,7 +281,7 @@ func initiatorCorpus() []corpusCase {
 		{"user", "password: x", "targets[0].chap", `unknown field "password"; the fields of chap are user, secret, mutual_user and mutual_secret`},
 		{"duser", "mutual: true", "discovery_chap", `unknown field "mutual"`},
 		{"revision", "marker: true", "mpa", `unknown field "marker" (did you mean "markers"?); the fields of mpa are revision, markers and crc`},
-		{"directio", "maxwrite: 1MiB", "mount", `unknown field "maxwrite" (did you mean "max_write"?); the fields of mount are direct_io, max_write and allow_other`},
+		{"directio", "maxwrite: 1MiB", "mount", `unknown field "maxwrite" (did you mean "max_write"?); the fields of mount are direct_io, max_write, allow_other and io_uring`},
 		{"allowother", "fsname: ddp", "mount", `unknown field "fsname"`},
 		{"directio", "directio: true", "mount", `(did you mean "direct_io"?)`},
 		{"interval", "intervall: 5s", "nop", `unknown field "intervall" (did you mean "interval"?); the fields of nop are interval and timeout`},
@@ -299,7 +305,7 @@ func initiatorCorpus() []corpusCase {
 		{"luns1", "targets[1]", "luns"}, {"duser", "discovery_chap", "user"}, {"dsecret", "discovery_chap", "secret"},
 		{"qd", "", "queue_depth"}, {"buffers", "", "buffers"}, {"revision", "mpa", "revision"}, {"markers", "mpa", "markers"},
 		{"crc", "mpa", "crc"}, {"directio", "mount", "direct_io"}, {"maxwrite", "mount", "max_write"},
-		{"allowother", "mount", "allow_other"}, {"recovery", "", "recovery_timeout"}, {"interval", "nop", "interval"},
+		{"allowother", "mount", "allow_other"}, {"iouring", "mount", "io_uring"}, {"recovery", "", "recovery_timeout"}, {"interval", "nop", "interval"},
 		{"timeout", "nop", "timeout"}, {"level", "log", "level"}, {"format", "log", "format"},
 	}
 	for _, c := range dups {
@@ -347,7 +353,7 @@ func initiatorCorpus() []corpusCase {
 	addDoc("target-scalar", initiatorDoc().delRange("name1", "luns1").insertAfter("msecret", "new", "x").replace("new", "  - iqn.2026-11.io.ddpstore:disk2"), "new", "targets[1]: expected a mapping (a target: name, portals, transport, luns, chap, header_digest, data_digest), found the string")
 	addDoc("chap-scalar", initiatorDoc().del("user", "secret", "muser", "msecret").set("chap", "alice"), "chap", "targets[0].chap: expected a mapping (chap: user, secret, mutual_user, mutual_secret)")
 	addDoc("mpa-scalar", initiatorDoc().del("revision", "markers", "crc").set("mpa", "2"), "mpa", "mpa: expected a mapping (mpa: revision, markers, crc), found the integer 2")
-	addDoc("mount-scalar", initiatorDoc().del("directio", "maxwrite", "allowother").set("mount", "/mnt/ddp"), "mount", `mount: expected a mapping (mount: direct_io, max_write, allow_other), found the string "/mnt/ddp"`)
+	addDoc("mount-scalar", initiatorDoc().del("directio", "maxwrite", "allowother", "iouring").set("mount", "/mnt/ddp"), "mount", `mount: expected a mapping (mount: direct_io, max_write, allow_other, io_uring), found the string "/mnt/ddp"`)
 	addDoc("nop-list", initiatorDoc().del("interval", "timeout").set("nop", "[5s, 15s]"), "nop", "nop: expected a mapping (nop: interval, timeout), found a list")
 	addDoc("nop-duration", initiatorDoc().del("interval", "timeout").set("nop", "5s"), "nop", `nop: expected a mapping (nop: interval, timeout), found the string "5s"`)
 	addDoc("log-scalar", initiatorDoc().del("level", "format").set("log", "debug"), "log", `log: expected a mapping (log: level, format), found the string "debug"`)
@@ -359,7 +365,7 @@ func initiatorCorpus() []corpusCase {
 	addDoc("flow-portals-dup", initiatorDoc().set("portals1", "[a:1, A:1]"), "portals1", "targets[1].portals[1]: duplicate portal A:1 (first at line 18, column 15)")
 	addDoc("flow-luns-dup", initiatorDoc().set("luns1", "[7, 8, 7]"), "luns1", "targets[1].luns[2]: duplicate LUN 7 (first at line 20, column 12)")
 	addDoc("flow-luns-range", initiatorDoc().set("luns1", "[7, 20000]"), "luns1", "targets[1].luns[1]: LUN 20000 is out of range (0..16383)")
-	addDoc("flow-mount", initiatorDoc().del("directio", "maxwrite", "allowother").set("mount", "{direct_io: yes, max_write: 1MiB}"), "mount", "mount.direct_io: the string \"yes\" is not a boolean")
+	addDoc("flow-mount", initiatorDoc().del("directio", "maxwrite", "allowother", "iouring").set("mount", "{direct_io: yes, max_write: 1MiB}"), "mount", "mount.direct_io: the string \"yes\" is not a boolean")
 
 	// YAML itself.
 	addDoc("syntax-colon", initiatorDoc().set("iname", "iqn.2026-11.io.ddpstore: host1"), "iname", "YAML syntax: mapping values are not allowed in this context")

@@ -42,7 +42,7 @@ func exampleInitiator() *Initiator {
 		QueueDepth:      128,
 		Buffers:         64 * MiB,
 		MPA:             MPA{Revision: 2, Markers: false, CRC: true},
-		Mount:           Mount{DirectIO: true, MaxWrite: MiB, AllowOther: false},
+		Mount:           Mount{DirectIO: true, MaxWrite: MiB, AllowOther: false, IOURing: "auto"},
 		RecoveryTimeout: 30 * time.Second,
 		NOP:             NOP{Interval: 5 * time.Second, Timeout: 15 * time.Second},
 		Log:             Log{Level: "info", Format: "text"},
@@ -87,7 +87,7 @@ targets:
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("defaults:\n got %#v\nwant %#v", got, want)
 	}
-	if DefaultMount() != (Mount{DirectIO: true, MaxWrite: MiB}) || DefaultNOP() != (NOP{5 * time.Second, 15 * time.Second}) ||
+	if DefaultMount() != (Mount{DirectIO: true, MaxWrite: MiB, IOURing: "auto"}) || DefaultNOP() != (NOP{5 * time.Second, 15 * time.Second}) ||
 		DefaultQueueDepth != 128 || DefaultBuffers != 64*MiB || DefaultRecoveryTimeout != 30*time.Second {
 		t.Errorf("defaults changed: %+v %+v", DefaultMount(), DefaultNOP())
 	}
@@ -102,7 +102,7 @@ mount: {allow_other: true}
 nop: {interval: 0}
 log: {format: json}
 `)
-	if got.MPA != (MPA{Revision: 2, Markers: true, CRC: true}) || got.Mount != (Mount{DirectIO: true, MaxWrite: MiB, AllowOther: true}) ||
+	if got.MPA != (MPA{Revision: 2, Markers: true, CRC: true}) || got.Mount != (Mount{DirectIO: true, MaxWrite: MiB, AllowOther: true, IOURing: "auto"}) ||
 		got.NOP != (NOP{Interval: 0, Timeout: 15 * time.Second}) || got.Log != (Log{Level: "info", Format: "json"}) {
 		t.Errorf("partial sections: %+v %+v %+v %+v", got.MPA, got.Mount, got.NOP, got.Log)
 	}
@@ -153,7 +153,7 @@ targets:
 queue_depth: 128
 buffers: 64MiB
 mpa: {revision: 2, markers: false, crc: true}
-mount: {direct_io: true, max_write: 1MiB, allow_other: false}
+mount: {direct_io: true, max_write: 1MiB, allow_other: false, io_uring: auto}
 recovery_timeout: 30s
 nop: {interval: 5s, timeout: 15s}
 log: {level: info, format: text}
@@ -185,7 +185,7 @@ discovery_chap: {user: "1.5", secret: ".inf.inf.inf.inf", mutual_user: "@x", mut
 queue_depth: 4096
 buffers: 4GiB
 mpa: {revision: 1, markers: true, crc: false}
-mount: {direct_io: false, max_write: 4KiB, allow_other: true}
+mount: {direct_io: false, max_write: 4KiB, allow_other: true, io_uring: "off"}
 recovery_timeout: 1h
 nop: {interval: 1h0m0s, timeout: 1s}
 log: {level: trace, format: json}
@@ -270,7 +270,7 @@ func randomInitiator(r *rand.Rand) *Initiator {
 		QueueDepth:      1 + r.IntN(MaxQueueDepth),
 		Buffers:         MinBuffers + Size(r.Int64N(int64((MaxBuffers-MinBuffers)/pageSize)+1))*pageSize,
 		MPA:             MPA{Revision: 1 + r.IntN(2), Markers: r.IntN(2) == 0, CRC: r.IntN(2) == 0},
-		Mount:           Mount{DirectIO: r.IntN(2) == 0, MaxWrite: Size(1+r.IntN(256)) * pageSize, AllowOther: r.IntN(2) == 0},
+		Mount:           Mount{DirectIO: r.IntN(2) == 0, MaxWrite: Size(1+r.IntN(256)) * pageSize, AllowOther: r.IntN(2) == 0, IOURing: ioURingValues[r.IntN(len(ioURingValues))]},
 		RecoveryTimeout: randomDuration(r, minTimeout, maxTimeout),
 		NOP:             NOP{Interval: randomDuration(r, minTimeout, maxTimeout), Timeout: randomDuration(r, minTimeout, maxTimeout)},
 		Log:             Log{Level: logLevels[r.IntN(len(logLevels))], Format: logFormats[r.IntN(len(logFormats))]},
@@ -329,6 +329,7 @@ func randomOverride(r *rand.Rand) (string, string) {
 		"mount-direct-io":   {"true", "false"},
 		"mount-max-write":   {"4KiB", "128KiB", "1MiB", "2MiB"},
 		"mount-allow-other": {"true", "false"},
+		"mount-io-uring":    {"auto", "on", "off", "yes"},
 		"nop-interval":      {"0", "0s", "1s", "10s", "1h", "-1s"},
 		"nop-timeout":       {"1s", "20s", "1h", "0"},
 		"log-level":         {"debug", "trace", "loud"},
@@ -414,7 +415,7 @@ func TestInitiatorMessages(t *testing.T) {
 			`bad.yaml:6: targets[0].data_digest: "crc" is not a digest`},
 		{"unknown target", "initiator_name: iqn.2026-11.io.ddpstore:h\ntargets:\n  - name: iqn.2026-11.io.ddpstore:t\n    portal: [127.0.0.1:3260]\n",
 			`bad.yaml:4: targets[0]: unknown field "portal" (did you mean "portals"?); the fields of a target are name, portals, transport, luns, chap, header_digest and data_digest`},
-		{"unknown mount", head + "mount: {maxwrite: 1MiB}\n", `bad.yaml:3:9: mount: unknown field "maxwrite" (did you mean "max_write"?); the fields of mount are direct_io, max_write and allow_other`},
+		{"unknown mount", head + "mount: {maxwrite: 1MiB}\n", `bad.yaml:3:9: mount: unknown field "maxwrite" (did you mean "max_write"?); the fields of mount are direct_io, max_write, allow_other and io_uring`},
 		{"unknown nop", head + "nop: {every: 5s}\n", `bad.yaml:3:7: nop: unknown field "every"; the fields of nop are interval and timeout`},
 		{"initiator misspelt", "initiator: iqn.2026-11.io.ddpstore:h\ntargets: []\n", `bad.yaml:1: unknown field "initiator" (did you mean "initiator_name"?)`},
 		{"same secret", head + "discovery_chap: {user: u, secret: 0123456789ab, mutual_user: t, mutual_secret: 0123456789ab}\n",
@@ -585,6 +586,8 @@ func TestOverride(t *testing.T) {
 		{"mount-direct-io", "false", "", func(c *Initiator) bool { return !c.Mount.DirectIO }},
 		{"mount-max-write", "128KiB", "", func(c *Initiator) bool { return c.Mount.MaxWrite == 128*KiB }},
 		{"mount-allow-other", "true", "", func(c *Initiator) bool { return c.Mount.AllowOther }},
+		{"mount-io-uring", "off", "", func(c *Initiator) bool { return c.Mount.IOURing == "off" }},
+		{"mount-io-uring", "always", `--mount-io-uring: "always" is not an io_uring mode; use auto, on or off`, nil},
 		{"nop-interval", "0", "", func(c *Initiator) bool { return c.NOP == NOP{0, 15 * time.Second} }},
 		{"nop-interval", "1m", "", func(c *Initiator) bool { return c.NOP == NOP{time.Minute, 15 * time.Second} }},
 		{"nop-timeout", "1m", "", func(c *Initiator) bool { return c.NOP == NOP{5 * time.Second, time.Minute} }},
@@ -609,7 +612,7 @@ func TestOverride(t *testing.T) {
 		{"nop-timeout", "0", "--nop-timeout: NOP timeout 0 is out of range (1s..1h)", nil},
 		{"log-level", "warning", `--log-level: "warning" is not a log level (did you mean "warn"?); use panic, fatal, error, warn, info, debug or trace`, nil},
 		{"log-format", "yaml", `--log-format: "yaml" is not a log format; use text or json`, nil},
-		{"queu-depth", "1", "--queu-depth is not a setting a flag overrides (did you mean --queue-depth?); the settings are --initiator-name, --queue-depth, --buffers, --mpa-revision, --mpa-markers, --mpa-crc, --mount-direct-io, --mount-max-write, --mount-allow-other, --recovery-timeout, --nop-interval, --nop-timeout, --log-level, --log-format and --metrics-listen", nil},
+		{"queu-depth", "1", "--queu-depth is not a setting a flag overrides (did you mean --queue-depth?); the settings are --initiator-name, --queue-depth, --buffers, --mpa-revision, --mpa-markers, --mpa-crc, --mount-direct-io, --mount-max-write, --mount-allow-other, --mount-io-uring, --recovery-timeout, --nop-interval, --nop-timeout, --log-level, --log-format and --metrics-listen", nil},
 		{"queue_depth", "1", `--queue_depth is not a setting a flag overrides (did you mean --queue-depth?)`, nil},
 		{"target", "x", "--target is not a setting a flag overrides; the settings are", nil},
 	}
@@ -657,7 +660,7 @@ func TestOverrideLikeFile(t *testing.T) {
 	tags := map[string]string{
 		"initiator_name": "iname", "queue_depth": "qd", "buffers": "buffers", "recovery_timeout": "recovery",
 		"mpa.revision": "revision", "mpa.markers": "markers", "mpa.crc": "crc",
-		"mount.direct_io": "directio", "mount.max_write": "maxwrite", "mount.allow_other": "allowother",
+		"mount.direct_io": "directio", "mount.max_write": "maxwrite", "mount.allow_other": "allowother", "mount.io_uring": "iouring",
 		"nop.interval": "interval", "nop.timeout": "timeout", "log.level": "level", "log.format": "format",
 		"metrics.listen": "mlisten",
 	}

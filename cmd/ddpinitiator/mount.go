@@ -102,7 +102,7 @@ func serveMount(ctx context.Context, c *common, m *mountFlags, portal, dir strin
 	}
 	mo := c.cfg.Mount
 	mc := mount.Config{Dir: dir, Target: target, Portal: portal, RunDir: m.runDir, LogFile: m.logFile, Slots: c.cfg.QueueDepth,
-		MaxWrite: int(mo.MaxWrite), DirectIO: mo.DirectIO, AllowOther: mo.AllowOther, Debug: c.debug, LUNs: session.TargetLUNs(c.cfg, target)}
+		MaxWrite: int(mo.MaxWrite), DirectIO: mo.DirectIO, AllowOther: mo.AllowOther, IOURing: mo.IOURing, Debug: c.debug, LUNs: session.TargetLUNs(c.cfg, target)}
 	icfg := initiator.Config{Buffers: mc.Buffers()}
 	return c.serve(ctx, "mount", portal, target, icfg, mc.LUNs, ready, stderr, func(s *initiator.Session, sigs <-chan os.Signal) error {
 		return mount.Serve(ctx, s, mc, stdout, sigs, ready)
