@@ -117,6 +117,31 @@ func Start(t testing.TB) *Cluster {
 	return c
 }
 
+// Launch starts a cluster in dir, for a program rather than a test (make
+// compare); Stop ends it. An error says what is missing or what failed.
+func Launch(dir string) (*Cluster, error) {
+	if err := ensurePrograms(); err != nil {
+		return nil, err
+	}
+	c := &Cluster{dir: dir}
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	if err := c.start(ctx); err != nil {
+		c.stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Stop kills the cluster's daemons and waits for them.
+func (c *Cluster) Stop() { c.stop() }
+
+// Command runs one of the cluster's command-line programs (ceph, rbd,
+// rados) with -c Conf and returns what it printed.
+func (c *Cluster) Command(ctx context.Context, prog string, args ...string) (string, error) {
+	return c.output(ctx, prog, append([]string{"-c", c.conf}, args...)...)
+}
+
 // ensurePrograms runs scripts/ceph.sh when a program is missing, and says
 // what is still missing after it.
 func ensurePrograms() error {

@@ -45,6 +45,8 @@ type options struct {
 	tcpPort   int
 	patterns  string
 	mounts    bool
+	rbd       bool
+	rbdPort   int // the RBD LUN's ddptarget
 }
 
 func main() {
@@ -62,6 +64,8 @@ func main() {
 	flag.IntVar(&o.tcpPort, "tcp-port", 5299, "port of the TCP limit measurements")
 	flag.StringVar(&o.patterns, "patterns", "all", "comma-separated pattern names, or all")
 	flag.BoolVar(&o.mounts, "mounts", true, "also measure through FUSE mounts (root and /dev/fuse)")
+	flag.BoolVar(&o.rbd, "rbd", true, "also measure an RBD LUN against the file LUN, on a single-node Ceph (memstore) started for the run")
+	flag.IntVar(&o.rbdPort, "rbd-port", 3297, "the RBD LUN's ddptarget's port on 127.0.0.1")
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: compare [flags]\n\nMeasures ddpstore against nbdkit on this machine, in process and through\nmounts, interleaved; see docs/performance.md.\n\n")
 		flag.PrintDefaults()

@@ -156,6 +156,20 @@ func (r *results) write() error {
 		fmt.Fprintf(&b, "| %s | %s | %s / %s | %s / %s |\n", p.name, x.fmt(1, 2),
 			cpu("ddpstore", true), cpu("ddpstore-iscsi-tcp", true), cpu("ddpstore", false), cpu("ddpstore-iscsi-tcp", false))
 	}
+	fmt.Fprintf(&b, "\n## The RBD LUN against the file LUN, the same ddptarget build (IOPS, paired run by run)\n\n")
+	fmt.Fprintf(&b, "The image is on a single-node Ceph 16.2 with a memstore OSD on this machine, its daemons pinned with the targets; their CPU counts as the server's.\n\n")
+	fmt.Fprintf(&b, "| pattern | ddpstore-rbd / ddpstore (file) | RBD IOPS | file IOPS | server CPU µs/IO, RBD / file |\n|---|---|---|---|---|\n")
+	for _, p := range r.patterns {
+		x, ok := r.ratio(p.name, "ddpstore-rbd", "ddpstore")
+		if !ok {
+			continue
+		}
+		iops := func(s string) string { return statOf(r.field(p.name, s, func(x sample) float64 { return x.iops })).fmt(1, 0) }
+		cpu := func(s string) string {
+			return statOf(r.field(p.name, s, func(x sample) float64 { return perIO(x.serverCPU, x.ios) })).fmt(1e-6, 1)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s / %s |\n", p.name, x.fmt(1, 2), iops("ddpstore-rbd"), iops("ddpstore"), cpu("ddpstore-rbd"), cpu("ddpstore"))
+	}
 	fmt.Fprintf(&b, "\n## Every system\n\n")
 	fmt.Fprintf(&b, "| pattern | system | IOPS | MB/s | client CPU µs/IO | server CPU µs/IO |\n|---|---|---|---|---|---|\n")
 	for _, p := range r.patterns {

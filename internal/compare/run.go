@@ -39,8 +39,10 @@ type system struct {
 	// run does one measurement; the client runs on the client CPU.
 	run func(ctx context.Context, p pattern) (sample, error)
 	// server and daemon are the processes whose CPU time counts as the
-	// server's and (with the client's own) the client's.
+	// server's and (with the client's own) the client's; cluster's count
+	// as the server's too (the Ceph daemons behind an RBD LUN).
 	server, daemon *os.Process
+	cluster        []*os.Process
 }
 
 // A sample is one measurement.
@@ -64,6 +66,7 @@ type harness struct {
 	image   string
 	procs   []*exec.Cmd // to stop at the end, in reverse
 	mounted []string    // mount points to unmount
+	stops   []func()    // what else to stop at the end (the Ceph cluster)
 	notes   []string
 }
 
@@ -218,6 +221,16 @@ func (h *harness) start(ctx context.Context) ([]*system, error) {
 			return h.bench(ctx, p, fmt.Sprintf("127.0.0.1:%d", o.iscsiPort), "--transport", "iscsi-tcp")
 		}},
 	}
+	switch {
+	case !o.rbd:
+		h.note("RBD LUN not measured: --rbd=false")
+	default:
+		sys, err := h.startRBD(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("the RBD LUN (--rbd=false leaves it out): %w", err)
+		}
+		systems = append(systems, sys)
+	}
 	why := ""
 	switch {
 	case !o.mounts:
@@ -331,6 +344,9 @@ func (h *harness) cleanup() {
 			<-done
 		}
 	}
+	for i := len(h.stops) - 1; i >= 0; i-- {
+		h.stops[i]()
+	}
 	if h.dir != "" {
 		os.RemoveAll(h.dir)
 	}
@@ -340,12 +356,18 @@ func (h *harness) cleanup() {
 // daemon spent meanwhile.
 func (h *harness) measure(ctx context.Context, s *system, p pattern) (sample, error) {
 	s0 := procCPU(s.server)
+	for _, c := range s.cluster {
+		s0 += procCPU(c)
+	}
 	d0 := procCPU(s.daemon)
 	smp, err := s.run(ctx, p)
 	if err != nil {
 		return smp, err
 	}
 	smp.serverCPU = procCPU(s.server) - s0
+	for _, c := range s.cluster {
+		smp.serverCPU += procCPU(c)
+	}
 	smp.clientCPU += procCPU(s.daemon) - d0
 	return smp, nil
 }
