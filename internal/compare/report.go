@@ -164,7 +164,9 @@ func (r *results) write() error {
 		if !ok {
 			continue
 		}
-		iops := func(s string) string { return statOf(r.field(p.name, s, func(x sample) float64 { return x.iops })).fmt(1, 0) }
+		iops := func(s string) string {
+			return statOf(r.field(p.name, s, func(x sample) float64 { return x.iops })).fmt(1, 0)
+		}
 		cpu := func(s string) string {
 			return statOf(r.field(p.name, s, func(x sample) float64 { return perIO(x.serverCPU, x.ios) })).fmt(1e-6, 1)
 		}
