@@ -133,7 +133,9 @@ type ringServer struct {
 // one blocked in a request to this very filesystem (a test, a loop device
 // attach), which never runs the task work, and both would wait forever.
 // So a worker hands its answered entry back through a list and an
-// eventfd the reaper polls in its ring, as hostdev/ublk's queues do.
+// eventfd the reaper reads in its ring (a READ that completes when the
+// eventfd is written, so waking costs the reaper no system call of its
+// own).
 type ringQueue struct {
 	s    *ringServer
 	qid  uint16
@@ -150,8 +152,10 @@ type ringQueue struct {
 	// Reaper-only.
 	regErr error // the first failed REGISTER
 	live   int   // entries not yet ended
-	polled bool  // the eventfd's poll completed
-	evbuf  [8]byte
+	polled bool  // the eventfd's read completed
+	// evbuf is where the ring reads the eventfd's count: 8 octets of the
+	// mmap'd buffers, which the kernel may write while this goroutine runs.
+	evbuf []byte
 }
 
 // ringEnt is one entry: its buffers, and the worker that answers what
@@ -170,7 +174,7 @@ type ringEnt struct {
 	in [(inHeaderSize + hdrOpIn + 7) / 8]uint64
 }
 
-// pollTag marks the completions of the eventfd's poll.
+// pollTag marks the completions of the eventfd's read.
 const pollTag = stopTag - 1
 
 // newRingServer registers depth entries with payload buffers of payload
@@ -185,17 +189,23 @@ func newRingServer(fs *FS, fd, nq, depth, payload int) (*ringServer, error) {
 	}
 	s := &ringServer{fs: fs, fd: fd2}
 	per := hdrStride + payload
-	s.mem, err = unix.Mmap(-1, 0, nq*depth*per, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	// The queues' eventfd counts come first, 64 octets apart, then the
+	// entries, page-aligned.
+	pg := os.Getpagesize()
+	evs := (nq*64 + pg - 1) / pg * pg
+	s.mem, err = unix.Mmap(-1, 0, evs+nq*depth*per, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		unix.Close(fd2)
-		return nil, fmt.Errorf("FUSE over io_uring: %d octets of buffers: %v", nq*depth*per, err)
+		return nil, fmt.Errorf("FUSE over io_uring: %d octets of buffers: %v", evs+nq*depth*per, err)
 	}
 	for qid := range nq {
 		q := &ringQueue{s: s, qid: uint16(qid), ents: make([]ringEnt, depth), evfd: -1,
-			done: make([]uint16, 0, depth), spare: make([]uint16, 0, depth)}
+			done: make([]uint16, 0, depth), spare: make([]uint16, 0, depth), evbuf: s.mem[qid*64 : qid*64+8]}
 		s.queues = append(s.queues, q)
 		if q.r, err = uring.New(uint32(depth+2), uring.SetupSQE128); err == nil {
-			q.evfd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+			// Blocking: the ring's READ waits for a write (a non-blocking
+			// one could end at once with EAGAIN).
+			q.evfd, err = unix.Eventfd(0, unix.EFD_CLOEXEC)
 		}
 		if err != nil {
 			s.close()
@@ -203,7 +213,7 @@ func newRingServer(fs *FS, fd, nq, depth, payload int) (*ringServer, error) {
 		}
 		for i := range q.ents {
 			e := &q.ents[i]
-			base := (qid*depth + i) * per
+			base := evs + (qid*depth+i)*per
 			e.q, e.idx = q, uint16(i)
 			e.hdr = s.mem[base : base+hdrSize : base+hdrSize]
 			e.payload = s.mem[base+hdrStride : base+per : base+per]
@@ -271,7 +281,6 @@ func (q *ringQueue) run(started chan<- error) {
 			continue
 		}
 		q.polled = false
-		unix.Read(q.evfd, q.evbuf[:])
 		if q.stopping.Load() {
 			return
 		}
@@ -291,12 +300,13 @@ func (q *ringQueue) run(started chan<- error) {
 	}
 }
 
+// armPoll queues the READ of the eventfd that wakes the reaper.
 func (q *ringQueue) armPoll() error {
 	sqe, err := q.r.SQE()
 	if err != nil {
 		return err
 	}
-	uring.PutPoll(sqe, q.evfd, pollTag)
+	uring.PutRead(sqe, q.evfd, unsafe.Pointer(&q.evbuf[0]), 8, ^uint64(0), pollTag)
 	return nil
 }
 
@@ -314,7 +324,7 @@ func (q *ringQueue) commit(e *ringEnt) error {
 	return nil
 }
 
-// completion is one CQE: the eventfd's poll, a request for entry ud (res
+// completion is one CQE: the eventfd's read, a request for entry ud (res
 // 0), or the end of the entry's command (res < 0: the connection is gone,
 // or REGISTER failed).
 func (q *ringQueue) completion(ud uint64, res int32) {

@@ -5,7 +5,7 @@
 // its larger result), the two rings and the SQE array mmap'd, and
 // io_uring_enter to submit and to wait. No Go io_uring library is served
 // here (.library/env/packages lists none), and this one file is all that
-// is needed: URING_CMD, POLL_ADD for an eventfd, and NOP.
+// is needed: URING_CMD, POLL_ADD or READ for an eventfd, and NOP.
 //
 // A Ring is not safe for concurrent use as a whole, but its two sides are
 // independent: one goroutine at a time may fill SQEs and Submit, while
@@ -32,6 +32,7 @@ const (
 const (
 	OpNop      = 0
 	OpPollAdd  = 6
+	OpRead     = 22
 	OpURingCmd = 46
 )
 
@@ -39,7 +40,7 @@ const (
 const (
 	SQEOpcode   = 0
 	SQEFD       = 4
-	SQEOff      = 8 // a URING_CMD's cmd_op
+	SQEOff      = 8 // the file offset; a URING_CMD's cmd_op
 	SQEAddr     = 16
 	SQELen      = 24
 	SQEOpFlags  = 28 // poll32_events
@@ -233,6 +234,18 @@ func PutPoll(e []byte, fd int, userData uint64) {
 	e[SQEOpcode] = OpPollAdd
 	*(*int32)(unsafe.Pointer(&e[SQEFD])) = int32(fd)
 	*(*uint32)(unsafe.Pointer(&e[SQEOpFlags])) = unix.POLLIN
+	*(*uint64)(unsafe.Pointer(&e[SQEUserData])) = userData
+}
+
+// PutRead fills a READ SQE: n octets from fd at off (^uint64(0): at the
+// file's position, as a stream wants) into buf, which must stay put and
+// alive until the read completes (memory outside the Go heap).
+func PutRead(e []byte, fd int, buf unsafe.Pointer, n uint32, off uint64, userData uint64) {
+	e[SQEOpcode] = OpRead
+	*(*int32)(unsafe.Pointer(&e[SQEFD])) = int32(fd)
+	*(*uint64)(unsafe.Pointer(&e[SQEOff])) = off
+	*(*uint64)(unsafe.Pointer(&e[SQEAddr])) = uint64(uintptr(buf))
+	*(*uint32)(unsafe.Pointer(&e[SQELen])) = n
 	*(*uint64)(unsafe.Pointer(&e[SQEUserData])) = userData
 }
 

@@ -141,3 +141,36 @@ func TestWaitWhileSubmitting(t *testing.T) {
 		t.Fatalf("%d completions, want %d", got, n)
 	}
 }
+
+// TestReadEventfd: a READ of a blocking eventfd waits in the ring until
+// the eventfd is written, and brings the count.
+func TestReadEventfd(t *testing.T) {
+	r := newRing(t, 4, SetupSQE128)
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	buf, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(buf)
+	e, _ := r.SQE()
+	PutRead(e, fd, unsafe.Pointer(&buf[0]), 8, ^uint64(0), 7)
+	if err := r.Submit(); err != nil {
+		t.Fatal(err)
+	}
+	if r.Ready() != 0 {
+		t.Fatal("the read completed before the eventfd was written")
+	}
+	unix.Write(fd, []byte{3, 0, 0, 0, 0, 0, 0, 0})
+	if err := r.Wait(1); err != nil {
+		t.Fatal(err)
+	}
+	r.Reap(func(ud uint64, res int32) {
+		if ud != 7 || res != 8 || buf[0] != 3 {
+			t.Fatalf("completion %d: %d, count %d", ud, res, buf[0])
+		}
+	})
+}
