@@ -483,7 +483,7 @@ func (fs *FS) dispatch(h *fuse.InHeader, payload []byte, psz int) (st fuse.Statu
 	case opFsync:
 		return fs.Fsync(nil, (*fuse.FsyncIn)(p)), 0
 	case opFsyncDir:
-		return fuse.OK, 0
+		return fs.FsyncDir(nil, (*fuse.FsyncIn)(p)), 0
 	case opFlush:
 		return fs.Flush(nil, (*fuse.FlushIn)(p)), 0
 	case opRelease:

@@ -211,3 +211,26 @@ func TestCheckIOURing(t *testing.T) {
 		t.Error("yes accepted")
 	}
 }
+
+// TestRingOff: off serves through /dev/fuse even where the kernel offers
+// the ring.
+func TestRingOff(t *testing.T) {
+	setURing(t, true)
+	st := testtarget.Memory(t, 1<<20)
+	dir, srv := mountServer(t, lunfs.Options{DirectIO: true, IOURing: lunfs.IOURingOff}, st)
+	if srv.IOURing() {
+		t.Fatal("io_uring in use with off")
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "lun0"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p := bytes.Repeat([]byte("classic!"), 512)
+	if _, err := f.WriteAt(p, 4096); err != nil || !bytes.Equal(st.Mapping().Bytes()[4096:4096+len(p)], p) {
+		t.Fatalf("write: %v", err)
+	}
+	if srv.RingRequests() != 0 {
+		t.Fatalf("%d requests over a ring that is off", srv.RingRequests())
+	}
+}
