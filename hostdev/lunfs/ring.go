@@ -58,9 +58,6 @@ const (
 	inHeaderSize  = int(unsafe.Sizeof(fuse.InHeader{}))
 	outHeaderSize = 16
 
-	// stopTag marks the NOP that makes a queue's reaper give up waiting.
-	stopTag = ^uint64(0)
-
 	// maxRingDepth bounds the entries of one queue, ringMemory the
 	// payload buffers of all of them.
 	maxRingDepth = 32
@@ -116,7 +113,7 @@ func possibleCPUs() (int, error) {
 type ringServer struct {
 	fs     *FS
 	fd     int    // our own descriptor of the connection (a dup of go-fuse's)
-	mem    []byte // every entry's header and payload buffer, mmap'd
+	mem    []byte // the queues' eventfd counts, every entry's header and payload buffer: mmap'd
 	queues []*ringQueue
 
 	requests atomic.Uint64 // requests answered over the ring
@@ -175,7 +172,7 @@ type ringEnt struct {
 }
 
 // pollTag marks the completions of the eventfd's read.
-const pollTag = stopTag - 1
+const pollTag = ^uint64(0)
 
 // newRingServer registers depth entries with payload buffers of payload
 // octets on each of nq queues of the connection fd (which it dups), and
