@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ddpstore/ddpstore/blockdev"
 	"github.com/ddpstore/ddpstore/transport/initiator"
+	"github.com/ddpstore/ddpstore/transport/lu"
 )
 
 // TestFailover: a session with two portals of one target (two gateways,
@@ -105,5 +107,58 @@ func TestDialFailover(t *testing.T) {
 	_, err = initiator.Dial(ctx, r.dev, "tcp", "127.0.0.1:1", cfg)
 	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") || !strings.Contains(err.Error(), "other portals") || !strings.Contains(err.Error(), deadAddr) {
 		t.Errorf("Dial with no portal answering: %v", err)
+	}
+}
+
+// TestStandbyPortal: two gateways of one LU, the first listed in ALUA
+// standby. The session logs in there (login knows nothing of ALUA), its
+// first command is refused with TARGET PORT IN STANDBY STATE, and the
+// session moves to the active gateway and runs the command there; when
+// every gateway is in standby the command ends with that answer instead
+// of going round for ever.
+func TestStandbyPortal(t *testing.T) {
+	checkGoroutines(t)
+	groups := func(local uint16, states ...lu.ALUAState) func(*lu.Target) error {
+		return func(tg *lu.Target) error {
+			return tg.SetPortGroups(local, []lu.PortGroup{{ID: 1, State: states[0]}, {ID: 2, State: states[1]}})
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, c := range []struct {
+		name      string
+		second    lu.ALUAState
+		wantMoved bool
+	}{
+		{"standby-then-active", lu.ActiveOptimized, true},
+		{"all-standby", lu.Standby, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st, err := blockdev.NewMemory(16 << 20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			standby := newRig(t, rigOpts{stores: []blockdev.Store{st}, alua: groups(1, lu.Standby, c.second)})
+			other := newRig(t, rigOpts{stores: []blockdev.Store{st}, alua: groups(2, lu.Standby, c.second)})
+			s, err := initiator.Dial(ctx, standby.dev, "tcp", standby.addr, initiator.Config{InitiatorName: initiatorName,
+				TargetName: targetName, RecoveryTimeout: 20 * time.Second, Log: quietLog(), Buffers: 8 << 20,
+				Alternates: []string{other.addr}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			buf, _ := s.Alloc(4096)
+			cmd := &initiator.Command{CDB: read16(0, 8), Dir: initiator.DataIn, Data: buf}
+			if err := s.Do(ctx, cmd); err != nil {
+				t.Fatal(err)
+			}
+			moved := cmd.Status == 0 && s.Portal() == other.addr
+			if moved != c.wantMoved {
+				t.Fatalf("status %#x sense %x, on %s: want moved=%v to %s", cmd.Status, cmd.Sense, s.Portal(), c.wantMoved, other.addr)
+			}
+			if !c.wantMoved && !initiator.PortUnavailable(cmd.Status, cmd.Sense) {
+				t.Fatalf("every gateway in standby: status %#x sense %x, want TARGET PORT IN STANDBY STATE", cmd.Status, cmd.Sense)
+			}
+		})
 	}
 }

@@ -40,6 +40,9 @@ type rigOpts struct {
 	discovery  *login.CHAP
 	cfg        target.Config
 	tcp        bool // serve iSCSI over TCP too, on its own portal
+	// alua, when set, is called on the target before it serves (ALUA
+	// port groups).
+	alua func(*lu.Target) error
 }
 
 func quietLog() *log.Entry {
@@ -74,6 +77,11 @@ func newRig(t testing.TB, o rigOpts) *rig {
 	tg, err := lu.NewTarget(targetName, r.luns)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.alua != nil {
+		if err := o.alua(tg); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cfg := o.cfg
 	cfg.Exports = []target.Export{{Target: tg, Initiators: o.initiators, CHAP: o.chap}}

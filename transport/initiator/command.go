@@ -80,6 +80,55 @@ func ResetUnitAttention(status uint8, sense []byte) bool {
 	return false
 }
 
+// PortUnavailable reports whether a command's status and sense say that
+// the target port it went through cannot run it in its ALUA state: NOT
+// READY, LOGICAL UNIT NOT ACCESSIBLE, TARGET PORT IN STANDBY STATE or IN
+// UNAVAILABLE STATE (SPC-4 5.15.2.4.4, 5.15.2.4.5). Another gateway's port
+// may.
+func PortUnavailable(status uint8, sense []byte) bool {
+	if status != scsi.StatusCheckCondition || len(sense) < 3 {
+		return false
+	}
+	var key, asc, ascq byte
+	switch sense[0] & 0x7f {
+	case scsi.SenseFixedCurrent, scsi.SenseFixedDeferred:
+		if len(sense) < 14 {
+			return false
+		}
+		key, asc, ascq = sense[2]&0xf, sense[12], sense[13]
+	case scsi.SenseDescriptorCurrent, scsi.SenseDescriptorDeferred:
+		if len(sense) < 4 {
+			return false
+		}
+		key, asc, ascq = sense[1]&0xf, sense[2], sense[3]
+	default:
+		return false
+	}
+	return key == scsi.SenseNotReady && asc == 0x04 && (ascq == 0x0b || ascq == 0x0c)
+}
+
+// leavePortal moves the session off portal number from, whose target port
+// answered that it cannot serve commands (PortUnavailable), to the next
+// portal: the connection is dropped, and recovery logs in at the next
+// portal and reissues what was outstanding. It reports false when the
+// session cannot move (one portal, no recovery); when it has already moved
+// off from, it reports true and does nothing.
+func (s *Session) leavePortal(from int32) bool {
+	if len(s.portals) < 2 || s.cfg.RecoveryTimeout <= 0 {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur.Load() != from || s.err != nil {
+		return s.err == nil
+	}
+	next := (from + 1) % int32(len(s.portals))
+	s.log.Warnf("initiator: %s's target port is in standby or unavailable (ALUA); moving to %s", s.portals[from], s.portals[next])
+	s.cur.Store(next)
+	s.tr.abort()
+	return true
+}
+
 // RejectError is a request the target answered with a Reject PDU.
 type RejectError struct{ Reason uint8 }
 
@@ -119,6 +168,7 @@ func (s *Session) Do(ctx context.Context, cmd *Command) error {
 	if s.cfg.Observer != nil {
 		start = time.Now()
 	}
+	hops := 0
 	for try := 0; ; try++ {
 		ti, terr := s.take(ctx, true)
 		if terr != nil {
@@ -129,7 +179,18 @@ func (s *Session) Do(ctx context.Context, cmd *Command) error {
 		if err := s.postCommand(ti); err != nil {
 			return err
 		}
-		if err = s.wait(ctx, ti); err != nil || try >= resetRetries || !ResetUnitAttention(cmd.Status, cmd.Sense) {
+		var via int32
+		if via, err = s.waitVia(ctx, ti); err != nil {
+			break
+		}
+		if hops < len(s.portals)-1 && PortUnavailable(cmd.Status, cmd.Sense) && s.leavePortal(via) {
+			// SPC-4 5.15.2.4.4/5: this gateway's port cannot run it
+			// (standby, unavailable): try the command through the next.
+			hops++
+			try--
+			continue
+		}
+		if try >= resetRetries || !ResetUnitAttention(cmd.Status, cmd.Sense) {
 			break
 		}
 		s.log.Debugf("LUN %d: unit attention %x (a reset), opcode %#02x reissued", cmd.LUN, cmd.Sense, cmd.CDB[0])
@@ -328,10 +389,18 @@ func (s *Session) postLocked(ti int32, b iscsi.BHS, n int, immediate bool) error
 
 // wait waits for task ti's answer; on ctx's end it aborts the task first.
 func (s *Session) wait(ctx context.Context, ti int32) error {
+	_, err := s.waitVia(ctx, ti)
+	return err
+}
+
+// waitVia is wait that also returns the number of the portal whose
+// connection brought the answer.
+func (s *Session) waitVia(ctx context.Context, ti int32) (int32, error) {
 	t := &s.tasks[ti]
 	select {
 	case <-t.done:
-		return s.finish(ti)
+		via := t.via
+		return via, s.finish(ti)
 	case <-ctx.Done():
 	}
 	// Abort the task, then ping: the RDMA Reads the target asked for
@@ -363,7 +432,7 @@ func (s *Session) wait(ctx context.Context, ti int32) error {
 	s.mu.Lock()
 	s.freeLocked(ti)
 	s.mu.Unlock()
-	return ctx.Err()
+	return -1, ctx.Err()
 }
 
 // abortTimeout bounds the wait for an ABORT TASK's answer.

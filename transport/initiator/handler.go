@@ -63,6 +63,7 @@ func (s *Session) received(b iscsi.BHS, data []byte) error {
 		s.tr.release(ti) // the command has its answer: its buffer is closed
 	}
 	copy(t.resp[:], b)
+	t.via = s.cur.Load()
 	switch b.Opcode() {
 	case iscsi.OpSCSIResponse:
 		copy(t.sense[:], data)

@@ -170,6 +170,7 @@ type task struct {
 	off      int   // the data buffer's offset in the region
 	lun      iscsi.LUN
 	cmdSN    uint32 // CmdSN it was last sent with (reissue order)
+	via      int32  // the portal whose connection brought the answer
 	done     chan struct{}
 	cmd      *Command
 	resp     [iscsi.BHSLen]byte

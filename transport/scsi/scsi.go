@@ -93,6 +93,7 @@ const (
 
 // Sense keys (SPC-4), in the low four bits of sense data octet 2.
 const (
+	SenseNotReady       = 0x02 // NOT READY
 	SenseMediumError    = 0x03 // MEDIUM ERROR
 	SenseHardwareError  = 0x04 // HARDWARE ERROR
 	SenseIllegalRequest = 0x05 // ILLEGAL REQUEST
