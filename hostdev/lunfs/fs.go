@@ -190,8 +190,9 @@ func (fs *FS) mountClassic(dir string) (*Server, error) {
 	s := &Server{srv: srv, dir: dir, done: make(chan struct{})}
 	go func() { srv.Serve(); close(s.done) }()
 	if err := srv.WaitMount(); err != nil {
-		srv.Unmount()
-		<-s.done
+		if srv.Unmount() == nil {
+			<-s.done
+		}
 		return nil, err
 	}
 	return s, nil
@@ -225,7 +226,7 @@ func (fs *FS) mountRing(dir string, required bool) (*Server, error) {
 	if srv.KernelSettings().Flags64()&fuse.CAP_OVER_IO_URING == 0 {
 		go func() { srv.Serve(); close(s.done) }()
 		if required {
-			s.Unmount()
+			s.abandon()
 			return nil, errors.New("io_uring: on: the kernel's INIT does not offer FUSE_OVER_IO_URING")
 		}
 		log.Infof("%s: the kernel's INIT does not offer FUSE over io_uring; requests come through /dev/fuse", dir)
@@ -238,7 +239,7 @@ func (fs *FS) mountRing(dir string, required bool) (*Server, error) {
 	ring, err := newRingServer(fs, fd, nq, depth, payload)
 	if ring == nil {
 		go func() { srv.Serve(); close(s.done) }()
-		s.Unmount()
+		s.abandon()
 		return nil, err
 	}
 	s.ring = ring
@@ -249,7 +250,7 @@ func (fs *FS) mountRing(dir string, required bool) (*Server, error) {
 	}()
 	if err != nil {
 		if required {
-			s.Unmount()
+			s.abandon()
 			return nil, err
 		}
 		log.Warnf("%s: %v; requests come through /dev/fuse", dir, err)
@@ -316,6 +317,15 @@ func (s *Server) Unmount() error {
 	}
 	<-s.done
 	return nil
+}
+
+// abandon unmounts a mount that failed to set up, and detaches it should
+// it be busy already.
+func (s *Server) abandon() {
+	if err := s.Unmount(); err != nil {
+		log.Warnf("%v; detaching it", err)
+		unix.Unmount(s.dir, unix.MNT_DETACH)
+	}
 }
 
 // Wait waits until serving has ended: the filesystem was unmounted.
