@@ -183,7 +183,8 @@ func (s *Shared) Store(state []byte, version uint64) (newVersion uint64, ok bool
 // call Close.
 //
 // If the watch fails (the OSD lost it: a network partition, an OSD
-// restart), it is registered again, retrying every second until it is or
+// restart, the object removed), it is registered again (the object
+// created empty if missing), retrying every second until it is or
 // Close is called, and changed is then called once, as notifies may have
 // been missed meanwhile. Watch may be called once per Shared.
 func (s *Shared) Watch(changed func()) error {
@@ -345,7 +346,11 @@ func (s *Shared) rewatch(cookie uint64) bool {
 			s.wmu.Unlock()
 			return false
 		}
-		c, err := s.c.watch(s, s.name, sharedWatchTimeout)
+		err := s.c.create(s.name) // if it was removed, as Watch does
+		var c uint64
+		if err == nil || errors.Is(err, syscall.EEXIST) {
+			c, err = s.c.watch(s, s.name, sharedWatchTimeout)
+		}
 		if err == nil {
 			s.cookie = c
 			s.wmu.Unlock()

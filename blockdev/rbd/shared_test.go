@@ -36,6 +36,7 @@ func TestShared(t *testing.T) {
 		{"Concurrent", testSharedConcurrent},
 		{"NotifyTimeout", testsharedNotifyTimeout},
 		{"Rewatch", testSharedRewatch},
+		{"Removed", testSharedRemoved},
 		{"Errors", testSharedErrors},
 		{"Close", testSharedClose},
 	} {
@@ -376,6 +377,37 @@ func testSharedRewatch(t *testing.T, c *cephtest.Cluster) {
 	// The cluster sees one watcher: the old watch is gone.
 	if out := c.Rados(t, "-p", c.Pool(), "listwatchers", name); strings.Count(out, "watcher=") != 1 {
 		t.Fatalf("rados listwatchers: %q, want one watcher", out)
+	}
+}
+
+// testSharedRemoved: removing a watched object ends its watch in the OSD;
+// librados reports it through the error callback, and the watch is
+// registered again on the object created anew.
+func testSharedRemoved(t *testing.T, c *cephtest.Cluster) {
+	name := sharedName(t)
+	a, b := openShared(t, c, name), openShared(t, c, name)
+	var calls atomic.Int32
+	if err := a.Watch(func() { calls.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	c.Rados(t, "-p", c.Pool(), "rm", name)
+	// librados pings a watch every few seconds; the ping after the
+	// removal fails.
+	for calls.Load() == 0 && time.Since(begin) < time.Minute {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if calls.Load() != 1 {
+		t.Fatalf("changed called %d times in %v after the object's removal, want 1", calls.Load(), time.Since(begin))
+	}
+	t.Logf("watch registered again %v after the removal", time.Since(begin).Round(time.Millisecond))
+	state, v := load(t, b)
+	if state != nil || v == 0 {
+		t.Fatalf("Load: %q at version %d, want the object created empty", state, v)
+	}
+	store(t, b, []byte("back"), v, true)
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("B's Store on the new object: A's changed called %d times in all, want 2", n)
 	}
 }
 
