@@ -71,7 +71,7 @@ type watchEvent struct {
 var sharedNotifyTimeout = 5 * time.Second
 
 // sharedWatchTimeout is how long the OSD keeps the watch of a gateway it
-// no longer hears from (librados pings it every 5 s): a gateway that died
+// no longer hears from (librados pings it every few seconds): a gateway that died
 // is waited for by Stores elsewhere (each up to sharedNotifyTimeout) for at
 // most this long. It is Ceph's default, osd_client_watch_timeout.
 const sharedWatchTimeout = 30 * time.Second
@@ -218,8 +218,9 @@ func (s *Shared) Watch(changed func()) error {
 // Close ends the watch, waits for a changed call in progress and for the
 // Loads and Stores in flight, and disconnects from the cluster. Notifies
 // not yet handed to changed are dropped (the OSD no longer waits for this
-// watcher once it is unregistered). A second Close returns an error
-// wrapping os.ErrClosed.
+// watcher once it is unregistered). Everything is released even when it
+// returns an error (the cluster refusing the unwatch). A second Close
+// returns an error wrapping os.ErrClosed.
 func (s *Shared) Close() error {
 	s.mu.Lock()
 	if s.closed {
