@@ -58,6 +58,20 @@ type openLU struct {
 	store   blockdev.Store
 	lu      *lu.LU
 	created os.FileInfo // the file open created for the store, or nil
+	// shared holds the persistent reservations of an RBD LUN in the
+	// cluster, for every gateway exporting the image; nil for the others.
+	shared *rbd.Shared
+}
+
+// close closes the LU's shared reservation object and its store.
+func (o *openLU) close() error {
+	if o.shared != nil {
+		if err := o.shared.Close(); err != nil {
+			log.Warnf("ddptarget: %v", err)
+		}
+		o.shared = nil
+	}
+	return o.store.Close()
 }
 
 // start opens every store, builds the targets, listens on every portal,
@@ -198,7 +212,7 @@ func (d *daemon) build(cfg *config.Target) ([]target.Export, error) {
 	var opened []*openLU
 	fail := func(err error) ([]target.Export, error) {
 		for _, o := range opened {
-			o.store.Close()
+			o.close()
 			o.removeCreated()
 		}
 		return nil, err
@@ -266,15 +280,32 @@ func (d *daemon) open(l config.LUN, prState string) (*openLU, error) {
 	}
 	o := &openLU{def: l, store: st, created: created}
 	d.nextID++
-	if o.lu, err = lu.New(d.nextID, st); err == nil && l.Path != "" {
-		err = o.lu.SetPRStateFile(prState)
+	if o.lu, err = lu.New(d.nextID, st); err == nil {
+		switch {
+		case l.Path != "":
+			err = o.lu.SetPRStateFile(prState)
+		case l.RBD.Image != "":
+			err = o.shareReservations(l.RBD)
+		}
 	}
 	if err != nil {
-		st.Close()
+		o.close()
 		o.removeCreated()
 		return nil, err
 	}
 	return o, nil
+}
+
+// shareReservations keeps the persistent reservations of an RBD LUN in
+// the object ddpstore.pr.<image> of the image's pool, so that every
+// gateway exporting the image shares them (docs/scale-out.md).
+func (o *openLU) shareReservations(r config.RBD) error {
+	sh, err := rbd.OpenShared(rbd.Config{Pool: r.Pool, Conf: r.Conf, User: r.User, Keyring: r.Keyring}, "ddpstore.pr."+r.Image)
+	if err != nil {
+		return err
+	}
+	o.shared = sh
+	return o.lu.SetSharedPR(sh)
 }
 
 // openRBD opens the RBD image of an rbd LUN; the image must exist and its
@@ -355,7 +386,7 @@ func (d *daemon) closeStores(all bool) {
 	var keep []*openLU
 	for _, o := range d.retired {
 		o.store.Sync(0, o.store.Size())
-		if err := o.store.Close(); err != nil {
+		if err := o.close(); err != nil {
 			d.log.Warnf("ddptarget: closing a store: %v", err)
 			keep = append(keep, o)
 		}

@@ -2,10 +2,14 @@ package daemon
 
 import (
 	"bytes"
+	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -112,6 +116,81 @@ func TestRBD(t *testing.T) {
 			if !bytes.Equal(r, w) {
 				t.Fatalf("gateway %d does not read what gateway %d wrote", 2-i, i+1)
 			}
+		}
+	})
+
+	t.Run("reservations-across-gateways", func(t *testing.T) {
+		c.CreateImage(t, "fenced", 16<<20)
+		dir := t.TempDir()
+		addr1, addr2 := freePort(t), freePort(t)
+		cfg1 := gatewayConfigLUN(t, filepath.Join(dir, "gw1"), addr1, lunOf("fenced"), "")
+		cfg2 := gatewayConfigLUN(t, filepath.Join(dir, "gw2"), addr2, lunOf("fenced"), "")
+		gw1, gw2 := startTarget(t, cfg1, addr1), startTarget(t, cfg2, addr2)
+		a := dialAs(t, addr1, gatewayTarget, "iqn.2026-11.io.ddpstore:node-a")
+		b := dialAs(t, addr2, gatewayTarget, "iqn.2026-11.io.ddpstore:node-b")
+		prout := func(s *initiator.Session, sa, typ byte, key, sakey uint64) *initiator.Command {
+			p, _ := s.Alloc(4096)
+			p = p[:24]
+			clear(p)
+			binary.BigEndian.PutUint64(p, key)
+			binary.BigEndian.PutUint64(p[8:], sakey)
+			cmd := &initiator.Command{CDB: []byte{0x5f, sa, typ, 0, 0, 0, 0, 0, 24, 0}, Dir: initiator.DataOut, Data: p}
+			if err := s.Do(context.Background(), cmd); err != nil {
+				t.Fatal(err)
+			}
+			return cmd
+		}
+		canWrite := func(s *initiator.Session) bool {
+			buf, _ := s.Alloc(4096)
+			w := &initiator.Command{CDB: rw16(scsi.Write16, 0, 8), Dir: initiator.DataOut, Data: buf}
+			if err := s.Do(context.Background(), w); err != nil {
+				t.Fatal(err)
+			}
+			return w.Status == 0
+		}
+		// node-a registers and reserves Write Exclusive through gateway 1.
+		if st := prout(a, 0x00, 0, 0, 0xa1).Status; st != 0 {
+			t.Fatalf("REGISTER through gateway 1: status %#x", st)
+		}
+		if st := prout(a, 0x01, 0x01, 0xa1, 0).Status; st != 0 {
+			t.Fatalf("RESERVE through gateway 1: status %#x", st)
+		}
+		// node-b, through gateway 2, is held to it at once.
+		if canWrite(b) {
+			t.Fatal("node-b writes through gateway 2 under node-a's reservation made through gateway 1")
+		}
+		if !canWrite(a) {
+			t.Fatal("the holder cannot write")
+		}
+		// node-b registers and preempts node-a through gateway 2: node-a
+		// is fenced on gateway 1.
+		prout(b, 0x00, 0, 0, 0xb2)
+		if st := prout(b, 0x04, 0x01, 0xb2, 0xa1).Status; st != 0 {
+			t.Fatalf("PREEMPT through gateway 2: status %#x", st)
+		}
+		if canWrite(a) {
+			t.Fatal("node-a still writes through gateway 1 after node-b preempted it through gateway 2")
+		}
+		if !canWrite(b) {
+			t.Fatal("the new holder cannot write through gateway 2")
+		}
+		// Both gateways restart: the state is in the cluster.
+		a.Close()
+		b.Close()
+		gw1.stop(t, syscall.SIGTERM)
+		gw2.stop(t, syscall.SIGTERM)
+		startTarget(t, cfg1, addr1)
+		a2 := dialAs(t, addr1, gatewayTarget, "iqn.2026-11.io.ddpstore:node-a")
+		if canWrite(a2) {
+			t.Fatal("node-a writes after both gateways restarted: the reservation was lost")
+		}
+		buf, _ := a2.Alloc(4096)
+		do(t, a2, &initiator.Command{CDB: []byte{0x5e, 0x01, 0, 0, 0, 0, 0, 0, 64, 0}, Dir: initiator.DataIn, Data: buf[:64]}) // READ RESERVATION
+		if binary.BigEndian.Uint64(buf[8:]) != 0xb2 || buf[21] != 0x01 {
+			t.Fatalf("READ RESERVATION after the restarts: %x", buf[:24])
+		}
+		if objs := c.Objects(t, c.Pool()); !slices.Contains(objs, "ddpstore.pr.fenced") {
+			t.Fatalf("no reservation object in the pool: %v", objs)
 		}
 	})
 
