@@ -22,6 +22,15 @@
 // rbd_aio_read, rbd_aio_write, rbd_aio_flush, rbd_aio_discard,
 // rbd_aio_write_zeroes with their completions.
 //
+// # Shared state
+//
+// Shared is a small RADOS object in an image's pool that the gateways
+// exporting the image keep state in (the LU's persistent reservations):
+// read with its version, replaced by compare-and-write (one write op with
+// rados_write_op_assert_version, or an exclusive create), and followed
+// through watch/notify (rados_watch3, rados_notify2, rados_notify_ack) so
+// that a Store returns only once every other gateway has taken it in.
+//
 // # Building
 //
 // The package needs cgo and the headers and libraries of librbd-dev and
