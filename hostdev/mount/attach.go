@@ -211,6 +211,17 @@ func (st *Status) Print(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  paths: %s\n", strings.Join(ps, ", "))
 	}
+	if len(info.Groups) > 0 {
+		var gs []string
+		for _, g := range info.Groups {
+			s := fmt.Sprintf("%d %s", g.ID, g.State)
+			if g.InUse {
+				s += " (in use)"
+			}
+			gs = append(gs, s)
+		}
+		fmt.Fprintf(w, "  ALUA port groups: %s\n", strings.Join(gs, ", "))
+	}
 	for _, f := range info.Files {
 		var loops strings.Builder
 		for _, d := range LoopsOf(f.Path) {

@@ -95,6 +95,7 @@ func Serve(ctx context.Context, s *initiator.Session, c Config, stdout io.Writer
 	if ps := s.Portals(); len(ps) > 1 {
 		info.Paths = ps
 	}
+	info.Groups = portGroups(ctx, s, disks)
 	for _, d := range disks {
 		name := fmt.Sprintf("lun%d", d.LUN())
 		info.Files = append(info.Files, File{Name: name, Path: filepath.Join(c.Dir, name), LUN: d.LUN(), Size: d.Size(), BlockSize: d.BlockSize(), ReadOnly: d.ReadOnly()})
@@ -129,6 +130,7 @@ func Serve(ctx context.Context, s *initiator.Session, c Config, stdout io.Writer
 			if p := s.Portal(); p != info.Portal {
 				log.Warnf("%s now served through %s (was %s)", c.Dir, p, info.Portal)
 				info.Portal = p
+				info.Groups = portGroups(ctx, s, disks)
 				if err := writeState(state, info); err != nil {
 					log.Warnf("mount state: %v", err)
 				}
@@ -225,4 +227,19 @@ func PrintMounted(w io.Writer, info Info) {
 		}
 		fmt.Fprintf(w, "  %s  %s (%d-octet blocks%s)\n", f.Path, hostdev.HumanSize(f.Size), f.BlockSize, ro)
 	}
+}
+
+// portGroups asks the first LUN for its ALUA port groups, for status; a
+// failure is logged and leaves them out.
+func portGroups(ctx context.Context, s *initiator.Session, disks []*remote.Disk) []remote.PortGroup {
+	if len(disks) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	g, err := remote.PortGroups(ctx, s, disks[0].LUN())
+	if err != nil {
+		log.Warnf("ALUA port groups of LUN %d: %v", disks[0].LUN(), err)
+	}
+	return g
 }

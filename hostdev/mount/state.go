@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ddpstore/ddpstore/hostdev/remote"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,15 +27,18 @@ const FSType = "fuse.ddpstore"
 // Info describes a mount: written to its state file, and reported by a
 // daemon child to the parent that waits for it.
 type Info struct {
-	PID        int        `json:"pid"`
-	Mountpoint string     `json:"mountpoint"`
-	Target     string     `json:"target"`
-	Portal     string     `json:"portal"`          // the portal in use
-	Paths      []string   `json:"paths,omitempty"` // every portal the session may fail over to, Portal included
-	Log        string     `json:"log,omitempty"`
-	Files      []File     `json:"files"`
-	Error      string     `json:"error,omitempty"`
-	Loops      []LoopInfo `json:"loops,omitempty"`
+	PID        int      `json:"pid"`
+	Mountpoint string   `json:"mountpoint"`
+	Target     string   `json:"target"`
+	Portal     string   `json:"portal"`          // the portal in use
+	Paths      []string `json:"paths,omitempty"` // every portal the session may fail over to, Portal included
+	// Groups are the LU's ALUA target port groups with their states, the
+	// one of the path in use marked; none for a target without ALUA.
+	Groups []remote.PortGroup `json:"port_groups,omitempty"`
+	Log    string             `json:"log,omitempty"`
+	Files  []File             `json:"files"`
+	Error  string             `json:"error,omitempty"`
+	Loops  []LoopInfo         `json:"loops,omitempty"`
 }
 
 // File is one LUN's file in a mount.

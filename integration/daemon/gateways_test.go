@@ -292,7 +292,8 @@ func mountGatewayDies(t *testing.T, dir, lun string) time.Duration {
 		}
 	})
 	if out := mustRun(t, ddpinitiator(t), "status", "--run-dir", runDir); !strings.Contains(out, " at "+addr1+",") ||
-		!strings.Contains(out, "paths: "+addr1+" (in use), "+addr2) {
+		!strings.Contains(out, "paths: "+addr1+" (in use), "+addr2) ||
+		!strings.Contains(out, "ALUA port groups: 1 active/optimized (in use), 2 active/non-optimized\n") {
 		t.Fatalf("status before the failover:\n%s", out)
 	}
 	job := filepath.Join(dir, "failover.fio")
@@ -335,7 +336,8 @@ rate=4m
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		st := mustRun(t, ddpinitiator(t), "status", "--run-dir", runDir)
-		if strings.Contains(st, " at "+addr2+",") && strings.Contains(st, addr2+" (in use)") {
+		if strings.Contains(st, " at "+addr2+",") && strings.Contains(st, addr2+" (in use)") &&
+			strings.Contains(st, "ALUA port groups: 1 active/optimized, 2 active/non-optimized (in use)\n") {
 			break
 		}
 		if time.Now().After(deadline) {
