@@ -78,46 +78,22 @@ func errno(r C.int) error { return syscall.Errno(-r) }
 
 // open connects and opens the image; on error nothing is left open.
 func (c *conn) open(cfg Config) (size int64, err error) {
-	user := C.CString("client." + cfg.User)
-	defer C.free(unsafe.Pointer(user))
-	clusterName := C.CString("ceph")
-	defer C.free(unsafe.Pointer(clusterName))
-	if r := C.rados_create2(&c.cluster, clusterName, user, 0); r < 0 {
-		return 0, fmt.Errorf("create a cluster handle for client.%s: %w", cfg.User, errno(r))
+	// No librbd cache, whatever the conf says: a write is answered when
+	// the cluster has it. With writeback caching (librbd's default after
+	// the first flush) a gateway killed before flushing would lose writes
+	// it had acknowledged, and another gateway exporting the image would
+	// read stale blocks.
+	//
+	// A cluster that cannot be reached fails Open after 30 s rather than
+	// librados's 300 (a gateway's start says so, instead of hanging).
+	if c.cluster, err = connect(cfg, [2]string{"rbd_cache", "false"}, [2]string{"client_mount_timeout", "30"}); err != nil {
+		return 0, err
 	}
 	defer func() {
 		if err != nil {
 			c.shutdown()
 		}
 	}()
-	var path *C.char // NULL: librados's default places
-	if cfg.Conf != "" {
-		path = C.CString(cfg.Conf)
-		defer C.free(unsafe.Pointer(path))
-	}
-	if r := C.rados_conf_read_file(c.cluster, path); r < 0 {
-		conf := cfg.Conf
-		if conf == "" {
-			conf = "(default places)"
-		}
-		return 0, fmt.Errorf("read conf %s: %w", conf, errno(r))
-	}
-	if cfg.Keyring != "" {
-		if err := c.set("keyring", cfg.Keyring); err != nil {
-			return 0, err
-		}
-	}
-	// No librbd cache, whatever the conf says: a write is answered when
-	// the cluster has it. With writeback caching (librbd's default after
-	// the first flush) a gateway killed before flushing would lose writes
-	// it had acknowledged, and another gateway exporting the image would
-	// read stale blocks.
-	if err := c.set("rbd_cache", "false"); err != nil {
-		return 0, err
-	}
-	if r := C.rados_connect(c.cluster); r < 0 {
-		return 0, fmt.Errorf("connect as client.%s: %w", cfg.User, errno(r))
-	}
 	pool := C.CString(cfg.Pool)
 	defer C.free(unsafe.Pointer(pool))
 	if r := C.rados_ioctx_create(c.cluster, pool, &c.ioctx); r < 0 {
@@ -142,11 +118,55 @@ func (c *conn) open(cfg Config) (size int64, err error) {
 	return int64(sz), nil
 }
 
-func (c *conn) set(option, value string) error {
+// connect makes a cluster handle for client.cfg.User, reads cfg.Conf,
+// sets cfg.Keyring and the options given, and connects: what the image's
+// and the shared object's connections both start with. On error nothing
+// is left.
+func connect(cfg Config, options ...[2]string) (cluster C.rados_t, err error) {
+	user := C.CString("client." + cfg.User)
+	defer C.free(unsafe.Pointer(user))
+	clusterName := C.CString("ceph")
+	defer C.free(unsafe.Pointer(clusterName))
+	if r := C.rados_create2(&cluster, clusterName, user, 0); r < 0 {
+		return nil, fmt.Errorf("create a cluster handle for client.%s: %w", cfg.User, errno(r))
+	}
+	defer func() {
+		if err != nil {
+			C.rados_shutdown(cluster)
+			cluster = nil
+		}
+	}()
+	var path *C.char // NULL: librados's default places
+	if cfg.Conf != "" {
+		path = C.CString(cfg.Conf)
+		defer C.free(unsafe.Pointer(path))
+	}
+	if r := C.rados_conf_read_file(cluster, path); r < 0 {
+		conf := cfg.Conf
+		if conf == "" {
+			conf = "(default places)"
+		}
+		return cluster, fmt.Errorf("read conf %s: %w", conf, errno(r))
+	}
+	if cfg.Keyring != "" {
+		options = append(options, [2]string{"keyring", cfg.Keyring})
+	}
+	for _, o := range options {
+		if err := set(cluster, o[0], o[1]); err != nil {
+			return cluster, err
+		}
+	}
+	if r := C.rados_connect(cluster); r < 0 {
+		return cluster, fmt.Errorf("connect as client.%s: %w", cfg.User, errno(r))
+	}
+	return cluster, nil
+}
+
+func set(cluster C.rados_t, option, value string) error {
 	o, v := C.CString(option), C.CString(value)
 	defer C.free(unsafe.Pointer(o))
 	defer C.free(unsafe.Pointer(v))
-	if r := C.rados_conf_set(c.cluster, o, v); r < 0 {
+	if r := C.rados_conf_set(cluster, o, v); r < 0 {
 		return fmt.Errorf("set %s = %s: %w", option, value, errno(r))
 	}
 	return nil

@@ -120,42 +120,14 @@ type sharedConn struct {
 // open connects as client.cfg.User and opens two I/O contexts on
 // cfg.Pool; on error nothing is left open.
 func (c *sharedConn) open(cfg Config) (err error) {
-	user := C.CString("client." + cfg.User)
-	defer C.free(unsafe.Pointer(user))
-	clusterName := C.CString("ceph")
-	defer C.free(unsafe.Pointer(clusterName))
-	if r := C.rados_create2(&c.cluster, clusterName, user, 0); r < 0 {
-		c.cluster = nil
-		return fmt.Errorf("create a cluster handle for client.%s: %w", cfg.User, errno(r))
+	if c.cluster, err = connect(cfg); err != nil {
+		return err
 	}
 	defer func() {
 		if err != nil {
 			c.close()
 		}
 	}()
-	var path *C.char // NULL: librados's default places
-	if cfg.Conf != "" {
-		path = C.CString(cfg.Conf)
-		defer C.free(unsafe.Pointer(path))
-	}
-	if r := C.rados_conf_read_file(c.cluster, path); r < 0 {
-		conf := cfg.Conf
-		if conf == "" {
-			conf = "(default places)"
-		}
-		return fmt.Errorf("read conf %s: %w", conf, errno(r))
-	}
-	if cfg.Keyring != "" {
-		o, v := C.CString("keyring"), C.CString(cfg.Keyring)
-		defer C.free(unsafe.Pointer(o))
-		defer C.free(unsafe.Pointer(v))
-		if r := C.rados_conf_set(c.cluster, o, v); r < 0 {
-			return fmt.Errorf("set keyring = %s: %w", cfg.Keyring, errno(r))
-		}
-	}
-	if r := C.rados_connect(c.cluster); r < 0 {
-		return fmt.Errorf("connect as client.%s: %w", cfg.User, errno(r))
-	}
 	pool := C.CString(cfg.Pool)
 	defer C.free(unsafe.Pointer(pool))
 	if r := C.rados_ioctx_create(c.cluster, pool, &c.data); r < 0 {
