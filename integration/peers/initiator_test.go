@@ -24,24 +24,13 @@ func TestGuestInitiatorLIO(t *testing.T) {
 }
 
 // TestGuestInitiatorTgt runs ddpinitiator over iSER against tgtd's iSER
-// driver.
+// driver. libiscsi's iscsi-inq logs in first, as a control whose outcome
+// is only logged: when ours fails, it tells whether tgtd refuses everyone.
 func TestGuestInitiatorTgt(t *testing.T) {
 	inGuest(t)
 	portal := startTgtd(t)
-	// tgt 1.0.85's iSER refuses the Normal login of libiscsi and of ours
-	// alike with Target not found (0203h), although tgtadm shows the
-	// target ready (Driver: iser, ACL ALL): libiscsi's login is the
-	// control. tgtd answers a failed login with ISID 0, and our initiator
-	// reports that before the status.
-	ctl, err := runProg(t, time.Minute, "iscsi-inq", "iser://"+portal+"/"+tgtIQN+"/"+strconv.Itoa(tgtLUN))
-	ours, code := ddpinitiator(t, "login", "--initiator-name", initiatorIQN, "--target", tgtIQN, portal)
-	if err != nil && strings.Contains(ctl, "Target not found") {
-		if code == 0 {
-			t.Fatalf("tgtd refused libiscsi's login but took ours: %s\n%s", ctl, ours)
-		}
-		t.Skipf("tgtd's iSER refuses every Normal login (docs/interop.md, \"tgt over iSER\"): libiscsi: %s; ddpinitiator: %s",
-			strings.TrimSpace(ctl), strings.TrimSpace(ours))
-	}
+	ctl, err := runProg(t, time.Minute, "iscsi-inq", "-i", libiscsiInq, "iser://"+portal+"/"+tgtIQN+"/"+strconv.Itoa(tgtLUN))
+	t.Logf("control, libiscsi's iscsi-inq over iSER (err %v):\n%s", err, strings.TrimSpace(ctl))
 	exerciseInitiator(t, portal, tgtIQN, tgtLUN)
 }
 

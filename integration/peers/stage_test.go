@@ -20,6 +20,9 @@ const (
 	guestBinary = "peers.test"      // this package's test binary
 	initiator   = "ddpinitiator"    // the static initiator program
 	fioJob      = "verify.fio"      // examples/fio/verify.fio
+	// libiscsiSpec holds PEERS_LIBISCSI as the host has it ("all": the
+	// whole suite), for TestGuestLibiscsi: the guest gets no environment.
+	libiscsiSpec = "libiscsi.spec"
 )
 
 // guestModules are what the peers need beyond the guest image's RDMA
@@ -53,6 +56,9 @@ func stage(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, fioJob), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, libiscsiSpec), []byte(os.Getenv("PEERS_LIBISCSI")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
