@@ -37,6 +37,10 @@ type Options struct {
 	Size      config.Size // the part of the LUN to use, from LBA 0; 0 for all of it
 	Verify    bool
 	Progress  string // a progress line once a second: auto (on a terminal), always, never
+	// Stalls measures how late the process's goroutines run (a goroutine
+	// waking every millisecond), to tell a long I/O spent in this process
+	// from one spent at the target; it costs a wake-up a millisecond.
+	Stalls bool
 }
 
 // Check validates the options that do not depend on the LUN.
@@ -133,6 +137,11 @@ func (b *Run) Run(ctx context.Context, progress io.Writer) (*Result, error) {
 	var wg sync.WaitGroup
 	hists := make([]Histogram, b.o.IODepth)
 	errs := make(chan error, b.o.IODepth)
+	var stalls *stallMeter
+	if b.o.Stalls {
+		stalls = startStallMeter()
+	}
+	gc0 := readGC()
 	start := time.Now()
 	for w := 0; w < b.o.IODepth; w++ {
 		wg.Add(1)
@@ -143,6 +152,11 @@ func (b *Run) Run(ctx context.Context, progress io.Writer) (*Result, error) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	gcCycles, gcPause := readGC().since(gc0)
+	var stall time.Duration
+	if stalls != nil {
+		stall = stalls.end()
+	}
 	stop()
 	close(errs)
 	for err := range errs {
@@ -155,6 +169,7 @@ func (b *Run) Run(ctx context.Context, progress io.Writer) (*Result, error) {
 		h.Merge(&hists[i])
 	}
 	r := summarize(b.o, b.bs, elapsed, b.ios.Load(), b.bytes.Load(), &h)
+	r.GCCycles, r.GCPauseMaxUs, r.StallMaxUs = gcCycles, float64(gcPause)/1e3, float64(stall)/1e3
 	r.VerifyErrors = b.verifyErrors.Load()
 	if p := b.firstBad.Load(); p != nil {
 		r.FirstError = *p

@@ -22,6 +22,7 @@ func (o *Options) Register(fs *flag.FlagSet) {
 	fs.Var(&o.Size, "size", "the part of the LUN to use, from LBA 0 (default: all of it)")
 	fs.BoolVar(&o.Verify, "verify", false, "check that what is read is what was written")
 	fs.StringVar(&o.Progress, "progress", "auto", "progress line once a second: auto (on a terminal), always, never")
+	fs.BoolVar(&o.Stalls, "stalls", false, "also measure how late this process's goroutines run (a wake-up every millisecond): tells a long I/O spent here from one spent at the target")
 }
 
 // PrintJSON writes the summary as indented JSON.

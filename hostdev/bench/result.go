@@ -24,6 +24,14 @@ type Result struct {
 	Verified     bool    `json:"verified"`
 	VerifyErrors int64   `json:"verify_errors"`
 	FirstError   string  `json:"first_error,omitempty"`
+	// GCCycles and GCPauseMaxUs are this process's garbage collections
+	// during the run and an upper bound of their longest stop-the-world
+	// pause; StallMaxUs (with Options.Stalls) is the longest a goroutine
+	// of the process waited past its wake-up time. A latency maximum near
+	// them was spent in the initiator's process, not at the target.
+	GCCycles     uint64  `json:"gc_cycles"`
+	GCPauseMaxUs float64 `json:"gc_pause_max_us"`
+	StallMaxUs   float64 `json:"stall_max_us,omitempty"`
 }
 
 // summarize makes the Result of ios I/Os of nbytes in elapsed with the
@@ -41,6 +49,16 @@ func (r *Result) Print(w io.Writer) {
 	fmt.Fprintf(w, "%s bs=%d iodepth=%d: %d I/Os in %.1f s\n", r.RW, r.BlockSize, r.IODepth, r.IOs, r.Seconds)
 	fmt.Fprintf(w, "  IOPS %.0f  bandwidth %.1f MB/s\n", r.IOPS, r.MBps)
 	fmt.Fprintf(w, "  latency (us): mean %.1f  p50 %.1f  p99 %.1f  p99.9 %.1f  max %.1f\n", r.LatMeanUs, r.LatP50Us, r.LatP99Us, r.LatP999Us, r.LatMaxUs)
+	if r.GCCycles > 0 || r.StallMaxUs > 0 {
+		fmt.Fprintf(w, "  this process: %d GC cycles", r.GCCycles)
+		if r.GCCycles > 0 {
+			fmt.Fprintf(w, ", longest GC pause under %.0f us", r.GCPauseMaxUs)
+		}
+		if r.StallMaxUs > 0 {
+			fmt.Fprintf(w, ", longest scheduling stall %.0f us", r.StallMaxUs)
+		}
+		fmt.Fprintln(w)
+	}
 	if r.Verified {
 		fmt.Fprintf(w, "  verify: %d errors\n", r.VerifyErrors)
 		if r.FirstError != "" {
