@@ -18,6 +18,17 @@ import (
 // commands and for tasks whose response is sent but not yet completed.
 const extraTasks = 32
 
+// taskRecords is the number of task records of a connection whose window
+// is depth commands. A windowed command gives its place in the window
+// back when its response is posted, so that the response's MaxCmdSN
+// already counts it free, but keeps its record until the send completes;
+// so besides the window's depth, every send slot (depth + extraTasks in
+// both transports) may hold a record, and extraTasks more are for
+// immediate commands. With fewer, a burst of commands that the window
+// admitted could find no record (it was refused with a Reject, out of
+// resources, seen with libiscsi's asynchronous tests over iSER).
+func taskRecords(depth int) int { return 2*depth + 2*extraTasks }
+
 // loginData is the data segment size of login and text PDUs both ways
 // (RFC 7145 section 6.3: 8192 until negotiated otherwise).
 const loginData = 8192
@@ -155,7 +166,7 @@ func (c *conn) ended(err error) {
 
 func (c *conn) init() {
 	cfg := &c.srv.cfg
-	n := cfg.QueueDepth + extraTasks
+	n := taskRecords(cfg.QueueDepth)
 	c.tasks = make([]task, n)
 	for i := n - 1; i >= 0; i-- {
 		c.free = append(c.free, int32(i))

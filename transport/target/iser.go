@@ -51,7 +51,7 @@ func (c *conn) serveISER(req *iwarp.ConnRequest) {
 		req.Revision(), hdr.ZBVANotSupported(), hdr.SendInvNotSupported())
 	depth := cfg.QueueDepth
 	t := &iserTransport{c: c, sendInv: !hdr.SendInvNotSupported(), sq: 3*depth + 2*extraTasks,
-		xf: make([]iserTask, depth+extraTasks), storeMR: map[*lu.LU]*mem.MR{}}
+		xf: make([]iserTask, taskRecords(depth)), storeMR: map[*lu.LU]*mem.MR{}}
 	t.ic, err = iserconn.New(c.srv.dev, iserconn.Config{
 		RecvSlots: depth + extraTasks, RecvData: max(cfg.RecvDataSegment, loginData),
 		SendSlots: depth + extraTasks, SendData: loginData,

@@ -128,9 +128,11 @@ func (c *conn) serveTCP(nc net.Conn) {
 	t := &tcpTransport{c: c, nc: nc, stage: stage,
 		maxRecv: max(cfg.RecvDataSegment, loginData), free: make(chan int, n), rx: make(chan tcpRx, n+2),
 		loginAck: make(chan struct{}), quit: make(chan struct{}), readDone: make(chan struct{}),
-		xf: make([]tcpTask, n), peerMaxSeg: loginData}
-	for i := 0; i < n; i++ {
+		xf: make([]tcpTask, taskRecords(cfg.QueueDepth)), peerMaxSeg: loginData}
+	for i := range t.xf {
 		t.xf[i].deadTTT = iscsi.ReservedITT
+	}
+	for i := 0; i < n; i++ {
 		t.slots = append(t.slots, make([]byte, iscsi.BHSLen+loginData+4))
 		t.rbufs = append(t.rbufs, make([]byte, iscsi.BHSLen+t.maxRecv))
 		t.free <- i
