@@ -44,8 +44,6 @@ func TestHostileInitiator(t *testing.T) {
 		hdr    iser.HeaderFields
 		reason uint8
 	}{
-		{"CmdSN outside the window", func(sn uint32) []byte { return scsiCmd(1, sn+1000, make([]byte, 6), 0, false, false) },
-			iser.HeaderFields{}, iscsi.RejectProtocolError},
 		{"vendor opcode", func(sn uint32) []byte { return pdu(iscsi.OpVendorInit1, func(b iscsi.BHS) { b.SetITT(2) }, nil) },
 			iser.HeaderFields{}, iscsi.RejectCommandNotSupported},
 		{"Data-Out under iSER", func(sn uint32) []byte {
@@ -88,6 +86,27 @@ func TestHostileInitiator(t *testing.T) {
 			}
 		})
 	}
+
+	// RFC 7143 section 4.2.2.1: "The target MUST silently ignore any
+	// non-immediate command outside of this range or non-immediate
+	// duplicates within the range." Neither is answered (expect fails on
+	// anything but the response to the next good command), and the
+	// connection serves on.
+	t.Run("CmdSN outside the window or a duplicate is ignored", func(t *testing.T) {
+		p := newRawPeer(t, r.dev)
+		res := p.connect(r.addr)
+		tur := make([]byte, 6)
+		p.sendRaw(iser.HeaderFields{}, scsiCmd(1, res.CmdSN+1000, tur, 0, false, false))
+		p.sendRaw(iser.HeaderFields{}, scsiCmd(2, res.CmdSN, tur, 0, false, false))
+		p.sendRaw(iser.HeaderFields{}, scsiCmd(3, res.CmdSN, tur, 0, false, false)) // a duplicate now
+		p.sendRaw(iser.HeaderFields{}, scsiCmd(4, res.CmdSN+1, tur, 0, false, false))
+		for _, itt := range []uint32{2, 4} {
+			resp, _ := iscsi.AsSCSIResponse(p.expect(iscsi.OpSCSIResponse))
+			if resp.Status() != 0 || resp.ITT() != itt {
+				t.Fatalf("status %#x ITT %d, want GOOD for ITT %d", resp.Status(), resp.ITT(), itt)
+			}
+		}
+	})
 
 	// The Send delimits the PDU: a data segment without its padding, as
 	// libiscsi sends it, is taken as it is (transport/target/iser.go).

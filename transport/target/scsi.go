@@ -3,6 +3,7 @@ package target
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/ddpstore/ddpstore/transport/iscsi"
@@ -54,14 +55,15 @@ func (c *conn) command(bhs iscsi.BHS, imm []byte) error {
 	cmd, _ := iscsi.AsSCSICommand(bhs)
 	windowed, ok := c.acceptCmdSN(bhs)
 	if !ok {
-		return c.reject(bhs, iscsi.RejectProtocolError)
+		return nil // silently ignored (acceptCmdSN)
 	}
 	edtl := cmd.ExpectedDataTransferLength()
 	bad := len(imm) > 0 && (!cmd.Write() || !c.immediate || uint32(len(imm)) > min(c.firstBurst, edtl) ||
 		len(imm) > c.srv.cfg.RecvDataSegment)
 	if bad || cmd.Read() && cmd.Write() {
 		c.windowDone(windowed)
-		return c.reject(bhs, iscsi.RejectProtocolError)
+		return c.rejectWhy(bhs, iscsi.RejectProtocolError, fmt.Sprintf("%s: CDB %02xh, R %v, W %v, EDTL %d, %d octets of immediate data (ImmediateData %v)",
+			"bidirectional, or immediate data it may not carry", cmd.CDB()[0], cmd.Read(), cmd.Write(), edtl, len(imm), c.immediate))
 	}
 	if len(c.free) == 0 {
 		c.windowDone(windowed)
@@ -70,7 +72,8 @@ func (c *conn) command(bhs iscsi.BHS, imm []byte) error {
 	ti := c.free[len(c.free)-1]
 	if !c.tr.command(ti, cmd, len(imm)) {
 		c.windowDone(windowed)
-		return c.reject(bhs, iscsi.RejectProtocolError)
+		return c.rejectWhy(bhs, iscsi.RejectProtocolError, fmt.Sprintf("no buffer for its data (iSER: a read with data needs a read STag, a write a write STag): CDB %02xh, R %v, W %v, EDTL %d",
+			cmd.CDB()[0], cmd.Read(), cmd.Write(), edtl))
 	}
 	c.free = c.free[:len(c.free)-1]
 	t := &c.tasks[ti]
@@ -120,7 +123,11 @@ var invalidFieldSense = [18]byte{0: scsi.SenseFixedCurrent, 2: scsi.SenseIllegal
 // acceptCmdSN checks a PDU's CmdSN against the window (RFC 7143 section
 // 4.2.2.1): an immediate PDU carries ExpCmdSN and takes no place in it;
 // any other must be the next one expected, and in the window. One
-// connection delivers in order, so anything else is the initiator's error.
+// connection delivers in order, so anything else is the initiator's
+// error, and the section says what to do with it: "The target MUST
+// silently ignore any non-immediate command outside of this range or
+// non-immediate duplicates within the range." The caller then answers
+// nothing (ok false); the initiator's command times out.
 func (c *conn) acceptCmdSN(bhs iscsi.BHS) (windowed, ok bool) {
 	cmdSN := iscsi.InitiatorSNs{BHS: bhs}.CmdSN()
 	if bhs.Immediate() {

@@ -50,7 +50,15 @@ func (c *conn) pdu(op iscsi.Opcode, advanceStatSN bool, fill func(b iscsi.BHS, d
 // reject answers a PDU the target will not act on with a Reject carrying
 // its header (RFC 7143 section 11.17).
 func (c *conn) reject(bad iscsi.BHS, reason uint8) error {
-	c.log.Warnf("target: rejecting %v (ITT %#x): reason %#02x", bad.Opcode(), bad.ITT(), reason)
+	return c.rejectWhy(bad, reason, "")
+}
+
+// rejectWhy is reject with the reason in words for the log.
+func (c *conn) rejectWhy(bad iscsi.BHS, reason uint8, why string) error {
+	if why != "" {
+		why = ": " + why
+	}
+	c.log.Warnf("target: rejecting %v (ITT %#x): reason %#02x%s", bad.Opcode(), bad.ITT(), reason, why)
 	if c.obs != nil {
 		c.obs.Rejected(reason)
 	}
@@ -74,7 +82,7 @@ func (c *conn) nopOut(bhs iscsi.BHS, data []byte) error {
 		return nil
 	}
 	if !c.admit(bhs) {
-		return c.reject(bhs, iscsi.RejectProtocolError)
+		return nil // outside the window: silently ignored (acceptCmdSN)
 	}
 	c.log.Debugf("target: NOP-Out ping (ITT %#x)", bhs.ITT())
 	return c.pdu(iscsi.OpNOPIn, true, func(b iscsi.BHS, out []byte) (int, error) {
@@ -87,7 +95,7 @@ func (c *conn) nopOut(bhs iscsi.BHS, data []byte) error {
 
 // admit checks the CmdSN of a request that is not a SCSI task (NOP-Out,
 // task management, text, logout) and, since it is answered at once, gives
-// its place in the window straight back.
+// its place in the window straight back. A request it refuses is ignored.
 func (c *conn) admit(bhs iscsi.BHS) bool {
 	windowed, ok := c.acceptCmdSN(bhs)
 	c.windowDone(windowed)
@@ -140,7 +148,7 @@ func (c *conn) keepalive() error {
 func (c *conn) taskMgmt(bhs iscsi.BHS) error {
 	r, _ := iscsi.AsTaskMgmtReq(bhs)
 	if !c.admit(bhs) {
-		return c.reject(bhs, iscsi.RejectProtocolError)
+		return nil // outside the window: silently ignored (acceptCmdSN)
 	}
 	resp := iscsi.TMFComplete
 	fn := r.Function()
@@ -218,7 +226,7 @@ func (c *conn) abort(ti int32) {
 func (c *conn) text(bhs iscsi.BHS, data []byte) error {
 	r, _ := iscsi.AsTextReq(bhs)
 	if !c.admit(bhs) {
-		return c.reject(bhs, iscsi.RejectProtocolError)
+		return nil // outside the window: silently ignored (acceptCmdSN)
 	}
 	if r.Continue() {
 		return c.reject(bhs, iscsi.RejectCommandNotSupported)
@@ -274,7 +282,7 @@ func (s *Server) targetInfo() []login.TargetInfo {
 func (c *conn) logout(bhs iscsi.BHS) error {
 	r, _ := iscsi.AsLogoutReq(bhs)
 	if !c.admit(bhs) {
-		return c.reject(bhs, iscsi.RejectProtocolError)
+		return nil // outside the window: silently ignored (acceptCmdSN)
 	}
 	resp := iscsi.LogoutOK
 	if r.ReasonCode() == iscsi.LogoutRemoveForRecovery {
