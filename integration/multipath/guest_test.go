@@ -1,0 +1,737 @@
+package multipath
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ddpstore/ddpstore/integration/vmlab"
+	"golang.org/x/sys/unix"
+)
+
+const (
+	// guestAddr is the vmlab guest's eth0, where siw0 is attached and the
+	// gateways listen; traffic to it from the guest goes over lo.
+	guestAddr    = "10.0.2.15"
+	targetIQN    = "iqn.2026-11.io.ddpstore:multipath"
+	initiatorIQN = "iqn.2026-11.io.ddpstore:vmlab-multipath"
+	luSize       = 64 << 20
+	mapName      = "ddpmp"
+	// replacementTimeout is how long Linux's iSCSI layer holds the I/O of
+	// a failed session before failing it to dm-multipath
+	// (node.session.timeo.replacement_timeout): the pause a failover costs.
+	replacementTimeout = 5
+)
+
+// gatewayPortals are the two gateways' portals: gateway i+1 is ALUA
+// target port group i+1, active/optimized for 1, active/non-optimized for 2.
+var gatewayPortals = []string{guestAddr + ":3260", guestAddr + ":3261"}
+
+func inGuest(t *testing.T) {
+	t.Helper()
+	if os.Getenv("VMLAB_GUEST") != "1" {
+		t.Skip("runs inside the vmlab guest (siw, ib_iser, dm-multipath); TestMultipath boots it")
+	}
+}
+
+// TestGuestMultipath: two ddptarget gateways of one image file, Linux's
+// ib_iser logged in to both, one dm-multipath device over the two disks
+// with a priority group per gateway; verified O_DIRECT I/O through it
+// while the gateway of the active path is killed with SIGKILL.
+func TestGuestMultipath(t *testing.T) {
+	inGuest(t)
+	testStart := time.Now()
+	t.Cleanup(func() { logDmesg(t) })
+	loadModules(t)
+	if out, err := exec.Command("rdma", "link", "add", "siw0", "type", "siw", "netdev", "eth0").CombinedOutput(); err != nil &&
+		!bytes.Contains(out, []byte("exist")) {
+		t.Fatalf("rdma link add siw0: %v: %s", err, out)
+	}
+
+	// The image, with known content so that reads are checked from the
+	// first one; model is what it should hold.
+	dir := t.TempDir()
+	img := filepath.Join(dir, "shared.img")
+	model := make([]byte, luSize)
+	fill(rand.New(rand.NewPCG(1, 2)), model)
+	if err := os.WriteFile(img, model, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, targetBin) // out of the 9p share
+	if b, err := os.ReadFile(targetBin); err != nil {
+		t.Fatal(err)
+	} else if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var gws []*gateway
+	for i, portal := range gatewayPortals {
+		gws = append(gws, startGateway(t, bin, filepath.Join(dir, fmt.Sprintf("gw%d", i+1)), portal, img, i+1))
+	}
+
+	tools := startISCSID(t)
+	for _, portal := range gatewayPortals {
+		out, err := tools.run("iscsiadm", "-m", "discovery", "-t", "sendtargets", "-p", portal, "-I", "iser")
+		if err != nil || !strings.Contains(out, targetIQN) {
+			t.Fatalf("SendTargets discovery over iSER at %s did not find %s (%v):\n%s", portal, targetIQN, err, out)
+		}
+	}
+	for _, portal := range gatewayPortals {
+		node := []string{"-m", "node", "-T", targetIQN, "-p", portal, "-I", "iser"}
+		if out, err := tools.run("iscsiadm", append(node, "--login")...); err != nil {
+			t.Fatalf("iscsiadm login to %s: %v:\n%s", portal, err, out)
+		}
+		t.Cleanup(func() {
+			out, err := tools.run("iscsiadm", append(node, "--logout")...)
+			t.Logf("iscsiadm logout from %s (%v): %s", portal, err, strings.TrimSpace(out))
+		})
+	}
+	disks := findDisks(t)
+	a, b := disks[gatewayPortals[0]], disks[gatewayPortals[1]]
+	t.Logf("Linux's disks: %s through gateway 1 (%s), %s through gateway 2 (%s); logged in %.1f s after the test's start",
+		a.name, gatewayPortals[0], b.name, gatewayPortals[1], time.Since(testStart).Seconds())
+
+	// One LU seen twice: the same WWN; scsi_dh_alua claimed both and
+	// reads the access states the gateways report.
+	if a.wwid == "" || a.wwid != b.wwid {
+		t.Fatalf("the two disks have WWNs %q and %q, want one", a.wwid, b.wwid)
+	}
+	for _, d := range []struct {
+		disk  *disk
+		state string
+	}{{a, "active/optimized"}, {b, "active/non-optimized"}} {
+		if d.disk.dhState != "alua" || d.disk.accessState != d.state {
+			t.Fatalf("%s: device handler %q, access state %q; want alua, %s", d.disk.name, d.disk.dhState, d.disk.accessState, d.state)
+		}
+	}
+	t.Logf("both disks: WWN %s, device handler alua; %s %s, %s %s", a.wwid, a.name, a.accessState, b.name, b.accessState)
+
+	// dm-multipath: the AO path's group first, the ANO path's second; the
+	// ALUA handler activates a group's path when the device moves to it.
+	// queue_if_no_path: with no path left, I/O waits instead of failing.
+	table := fmt.Sprintf("0 %d multipath 1 queue_if_no_path 1 alua 2 1 round-robin 0 1 1 %s 1 round-robin 0 1 1 %s 1",
+		luSize/512, a.dev, b.dev)
+	if out, err := tools.run("dmsetup", "create", mapName, "--table", table); err != nil {
+		t.Fatalf("dmsetup create %s --table %q: %v: %s", mapName, table, err, out)
+	}
+	t.Cleanup(func() {
+		// Without paths the map would queue forever: fail instead, then go.
+		tools.run("dmsetup", "message", mapName, "0", "fail_if_no_path")
+		if out, err := tools.run("dmsetup", "remove", mapName); err != nil {
+			t.Errorf("dmsetup remove %s: %v: %s", mapName, err, out)
+		}
+	})
+	mp := mapperDevice(t, tools)
+	out, _ := tools.run("dmsetup", "table", mapName)
+	t.Logf("%s: dmsetup table: %s", mp, strings.TrimSpace(out))
+	st := mpathStatus(t, tools)
+	t.Logf("dmsetup status: %s", st.raw)
+	if st.paths[a.dev] != "A" || st.paths[b.dev] != "A" {
+		t.Fatalf("both paths should be active before the kill: %s", st.raw)
+	}
+
+	fd, err := unix.Open(mp, unix.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+
+	// Verified I/O across the kill of gateway 1.
+	aBefore, bBefore := a.ios(t), b.ios(t)
+	run := startIO(t, fd, model)
+	time.Sleep(3 * time.Second)
+	aPre, bPre := a.ios(t)-aBefore, b.ios(t)-bBefore
+	if aPre == 0 || bPre != 0 {
+		run.stopAndWait()
+		t.Fatalf("before the kill, %d I/Os went through %s (gateway 1, AO) and %d through %s (gateway 2, ANO); want all through %s",
+			aPre, a.name, bPre, b.name, a.name)
+	}
+	opsBeforeKill := run.ops()
+	killed, died := gws[0].kill(t)
+	// dm-multipath uses group 2 only once group 1 has no path left: the
+	// first I/O through sdb is the failover.
+	var moved time.Time
+	for deadline := killed.Add(60 * time.Second); moved.IsZero(); time.Sleep(10 * time.Millisecond) {
+		if b.ios(t) > bBefore {
+			moved = time.Now()
+		} else if time.Now().After(deadline) {
+			run.stopAndWait()
+			t.Fatalf("no I/O through %s (gateway 2) 60 s after the kill of gateway 1; status %s", b.name, mpathStatus(t, tools).raw)
+		}
+	}
+	t.Logf("gateway 1 killed after %d verified I/Os through %s; I/O reached %s %.2f s after the kill",
+		opsBeforeKill, a.name, b.name, moved.Sub(killed).Seconds())
+	time.Sleep(3 * time.Second) // I/O through the survivor
+	res := run.stopAndWait()
+	for _, e := range res.errs {
+		t.Error(e)
+	}
+	pauseEnd := res.pauseAt.Add(res.pause)
+	t.Logf("verified I/O: %d I/Os (%d writes, %d reads; %d before the kill, %d after), %d failed or wrong; longest I/O %.2f s; longest pause with no I/O completing %.2f s, from %.2f s before to %.2f s after the kill",
+		res.total, res.writes, res.reads, opsBeforeKill, res.total-opsBeforeKill, len(res.errs), res.longest.Seconds(), res.pause.Seconds(),
+		killed.Sub(res.pauseAt).Seconds(), pauseEnd.Sub(killed).Seconds())
+	if res.total-opsBeforeKill < 10 {
+		t.Errorf("only %d I/Os completed after the kill", res.total-opsBeforeKill)
+	}
+	if res.pauseAt.After(died) || pauseEnd.Before(killed) {
+		t.Errorf("the longest pause (%.2f s) was not across the kill", res.pause.Seconds())
+	}
+
+	// The dead path failed, once; group 2 in use, its path activated by
+	// the ALUA handler (pg_init).
+	st = mpathStatus(t, tools)
+	t.Logf("dmsetup status after the failover: %s", st.raw)
+	if st.paths[a.dev] != "F" || st.paths[b.dev] != "A" || st.failCount[a.dev] != 1 || st.failCount[b.dev] != 0 ||
+		st.nextGroup != 2 || st.pgInits < 1 {
+		t.Errorf("dmsetup status should show %s (gateway 1) failed once, %s active, group 2 in use after a pg_init: %s", a.dev, b.dev, st.raw)
+	}
+
+	// Everything reads back through the multipath device, and the image
+	// itself holds it.
+	buf := alignedBuf(t, 1<<20)
+	for off := 0; off < luSize; off += len(buf) {
+		if n, err := unix.Pread(fd, buf, int64(off)); err != nil || n != len(buf) {
+			t.Fatalf("read-back at %d through %s: %d, %v", off, mp, n, err)
+		}
+		if !bytes.Equal(buf, model[off:off+len(buf)]) {
+			t.Fatalf("read-back at %d through %s: %s", off, mp, diff(buf, model[off:off+len(buf)]))
+		}
+	}
+	if got, err := os.ReadFile(img); err != nil {
+		t.Fatal(err)
+	} else if !bytes.Equal(got, model) {
+		t.Fatalf("the image file differs from what was acknowledged: %s", diff(got, model))
+	}
+	t.Logf("the whole device read back through %s and the image file equal what was acknowledged; %.0f s since the test's start",
+		mp, time.Since(testStart).Seconds())
+	// The survivor is stopped (and must exit 0) after the logouts, by
+	// the cleanups; nothing it logged may be a warning or an error.
+	if b, err := os.ReadFile(gws[1].logPath); err != nil {
+		t.Error(err)
+	} else if bytes.Contains(b, []byte("level=warning")) || bytes.Contains(b, []byte("level=error")) {
+		t.Errorf("gateway 2 logged warnings or errors (its log is below)")
+	}
+}
+
+// loadModules insmods the modules the host copied into the shared
+// directory (modules/modules.order), skipping those already loaded.
+func loadModules(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(modulesDir, modulesList))
+	if err != nil {
+		t.Fatalf("the host's module list: %v", err)
+	}
+	for _, ko := range strings.Fields(string(b)) {
+		if fileExists(filepath.Join("/sys/module", vmlab.ModuleName(ko))) {
+			continue
+		}
+		if out, err := exec.Command("insmod", filepath.Join(modulesDir, ko)).CombinedOutput(); err != nil {
+			t.Fatalf("insmod %s: %v: %s", ko, err, out)
+		}
+	}
+}
+
+// gateway is one ddptarget process.
+type gateway struct {
+	cmd     *exec.Cmd
+	done    chan struct{}
+	logPath string
+	group   int
+}
+
+// startGateway starts ddptarget exporting img as LUN 0 of targetIQN on
+// portal, as ALUA target port group group, and waits until it listens.
+func startGateway(t *testing.T, bin, dir, portal, img string, group int) *gateway {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "ddptarget.yaml")
+	text := fmt.Sprintf(`portals:
+  - listen: %s
+targets:
+  - name: %s
+    luns:
+      - {id: 0, path: %s, size: %d}
+    alua: {group: %d, groups: [{id: 1, state: active-optimized}, {id: 2, state: active-non-optimized}]}
+control: {socket: %s}
+state: {dir: %s}
+log: {level: info}
+`, portal, targetIQN, img, luSize, group, filepath.Join(dir, "ctl.sock"), filepath.Join(dir, "state"))
+	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := &gateway{logPath: filepath.Join(dir, "ddptarget.log"), done: make(chan struct{}), group: group}
+	lf, err := os.Create(g.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	g.cmd = exec.Command(bin, "--config", cfg)
+	g.cmd.Stdout, g.cmd.Stderr = lf, lf
+	if err := g.cmd.Start(); err != nil {
+		t.Fatalf("starting gateway %d: %v", group, err)
+	}
+	go func() { g.cmd.Wait(); close(g.done) }()
+	t.Cleanup(func() {
+		g.stop(t)
+		b, _ := os.ReadFile(g.logPath)
+		t.Logf("gateway %d's log:\n%s", group, b)
+	})
+	_, port, _ := strings.Cut(portal, ":")
+	p, _ := strconv.Atoi(port)
+	for deadline := time.Now().Add(30 * time.Second); !listening(p); time.Sleep(50 * time.Millisecond) {
+		select {
+		case <-g.done:
+			b, _ := os.ReadFile(g.logPath)
+			t.Fatalf("gateway %d exited (%v) before it listened:\n%s", group, g.cmd.ProcessState, b)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gateway %d does not listen on %s 30 s after its start", group, portal)
+		}
+	}
+	return g
+}
+
+// listening says whether a TCP socket listens on port, from
+// /proc/net/tcp (connecting to find out would be a connection to the
+// gateway).
+func listening(port int) bool {
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return false
+	}
+	suffix := fmt.Sprintf(":%04X", port)
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) > 3 && strings.HasSuffix(f[1], suffix) && f[3] == "0A" {
+			return true
+		}
+	}
+	return false
+}
+
+// kill sends SIGKILL, waits for the process to be gone and returns when
+// the signal was sent and when the process was found gone.
+func (g *gateway) kill(t *testing.T) (at, gone time.Time) {
+	at = time.Now()
+	if err := g.cmd.Process.Kill(); err != nil {
+		t.Fatalf("kill -9 gateway %d: %v", g.group, err)
+	}
+	select {
+	case <-g.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("gateway %d still runs 10 s after SIGKILL", g.group)
+	}
+	return at, time.Now()
+}
+
+// stop shuts a running gateway down with SIGTERM; it must exit 0.
+func (g *gateway) stop(t *testing.T) {
+	select {
+	case <-g.done:
+		return
+	default:
+	}
+	g.cmd.Process.Signal(unix.SIGTERM)
+	select {
+	case <-g.done:
+	case <-time.After(30 * time.Second):
+		g.cmd.Process.Kill()
+		<-g.done
+		t.Errorf("gateway %d did not exit within 30 s of SIGTERM", g.group)
+		return
+	}
+	if code := g.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("gateway %d exited %d after SIGTERM", g.group, code)
+	}
+}
+
+// tools runs the Debian programs the host copied into the shared
+// directory with their libraries and dynamic loader.
+type tools struct {
+	root string // the copy: bin/, lib/
+}
+
+func (o *tools) command(name string, args ...string) *exec.Cmd {
+	lib := filepath.Join(o.root, "lib")
+	cmd := exec.Command(filepath.Join(lib, "ld-linux-x86-64.so.2"),
+		append([]string{"--library-path", lib, filepath.Join(o.root, "bin", name)}, args...)...)
+	// No udev in the guest: libdevmapper makes the device nodes itself.
+	cmd.Env = append(os.Environ(), "DM_DISABLE_UDEV=1")
+	return cmd
+}
+
+// run runs a program and returns its output.
+func (o *tools) run(name string, args ...string) (string, error) {
+	out, err := o.command(name, args...).CombinedOutput()
+	return string(out), err
+}
+
+// iscsidConf is open-iscsi's configuration for the test: Debian's
+// defaults, except that a failed session's I/O goes back to dm-multipath
+// after replacementTimeout instead of two minutes (what a multipath set-up
+// wants), login failures give up soon, and iscsiadm never tries to start
+// iscsid itself.
+var iscsidConf = fmt.Sprintf(`iscsid.startup = /bin/true
+node.startup = manual
+node.leading_login = No
+node.session.timeo.replacement_timeout = %d
+node.conn[0].timeo.login_timeout = 15
+node.conn[0].timeo.logout_timeout = 15
+node.conn[0].timeo.noop_out_interval = 5
+node.conn[0].timeo.noop_out_timeout = 5
+node.session.err_timeo.abort_timeout = 15
+node.session.err_timeo.lu_reset_timeout = 30
+node.session.err_timeo.tgt_reset_timeout = 30
+node.session.err_timeo.host_reset_timeout = 60
+node.session.initial_login_retry_max = 1
+node.session.cmds_max = 128
+node.session.queue_depth = 32
+node.session.iscsi.InitialR2T = No
+node.session.iscsi.ImmediateData = Yes
+node.session.iscsi.FirstBurstLength = 262144
+node.session.iscsi.MaxBurstLength = 16776192
+node.conn[0].iscsi.MaxRecvDataSegmentLength = 262144
+node.conn[0].iscsi.MaxXmitDataSegmentLength = 0
+discovery.sendtargets.iscsi.MaxRecvDataSegmentLength = 32768
+node.session.nr_sessions = 1
+node.session.reopen_max = 0
+node.session.iscsi.FastAbort = Yes
+node.session.scan = auto
+`, replacementTimeout)
+
+// startISCSID writes open-iscsi's configuration into the guest's /etc and
+// starts iscsid in the foreground; it is stopped when the test ends.
+func startISCSID(t *testing.T) *tools {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &tools{root: filepath.Join(wd, toolsDir)}
+	for _, d := range []string{"/etc/iscsi", "/var/lib/iscsi", "/run/lock/iscsi", "/var/lock"} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := map[string]string{
+		"/etc/iscsi/initiatorname.iscsi": "InitiatorName=" + initiatorIQN + "\n",
+		"/etc/iscsi/iscsid.conf":         iscsidConf,
+	}
+	for name, text := range files {
+		if err := os.WriteFile(name, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := o.command("iscsid", "-f", "-n", "-c", "/etc/iscsi/iscsid.conf", "-i", "/etc/iscsi/initiatorname.iscsi")
+	var out vmlab.SyncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	// iscsid's SIGTERM handler signals its whole process group: keep
+	// this test out of it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("iscsid: %v", err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(unix.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+		t.Logf("iscsid said:\n%s", out.String())
+	})
+	// iscsiadm exits 20 (ISCSI_ERR_ISCSID_NOTCONN) until iscsid listens,
+	// and 21 (no sessions) once it answers.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		out, err := o.run("iscsiadm", "-m", "session")
+		if ee, ok := err.(*exec.ExitError); err == nil || ok && ee.ExitCode() != 20 {
+			return o
+		}
+		select {
+		case <-exited:
+			t.Fatalf("iscsid exited: %s", out)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("iscsiadm cannot reach iscsid 20 s after its start: %v: %s", err, out)
+		}
+	}
+}
+
+// disk is the SCSI disk of one iSCSI session.
+type disk struct {
+	name, dev                  string // sdX, major:minor
+	wwid, dhState, accessState string
+}
+
+// ios returns how many reads and writes the disk has completed.
+func (d *disk) ios(t *testing.T) int64 {
+	b, err := os.ReadFile(filepath.Join("/sys/block", d.name, "stat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 5 {
+		t.Fatalf("/sys/block/%s/stat: %q", d.name, b)
+	}
+	r, _ := strconv.ParseInt(f[0], 10, 64)
+	w, _ := strconv.ParseInt(f[4], 10, 64)
+	return r + w
+}
+
+// findDisks waits for the disk of each iSCSI session to appear and returns
+// them by the session's portal.
+func findDisks(t *testing.T) map[string]*disk {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		disks := map[string]*disk{}
+		sessions, _ := filepath.Glob("/sys/class/iscsi_session/session*")
+		for _, s := range sessions {
+			n := strings.TrimPrefix(filepath.Base(s), "session")
+			addr, _ := os.ReadFile(filepath.Join("/sys/class/iscsi_connection", "connection"+n+":0", "persistent_address"))
+			port, _ := os.ReadFile(filepath.Join("/sys/class/iscsi_connection", "connection"+n+":0", "persistent_port"))
+			blocks, _ := filepath.Glob(filepath.Join(s, "device", "target*", "*:*:*:*", "block", "*"))
+			if len(blocks) != 1 {
+				continue
+			}
+			d := &disk{name: filepath.Base(blocks[0])}
+			sys := filepath.Join("/sys/block", d.name)
+			d.dev = readSys(filepath.Join(sys, "dev"))
+			d.wwid = readSys(filepath.Join(sys, "device", "wwid"))
+			d.dhState = readSys(filepath.Join(sys, "device", "dh_state"))
+			d.accessState = readSys(filepath.Join(sys, "device", "access_state"))
+			size, _ := strconv.ParseInt(readSys(filepath.Join(sys, "size")), 10, 64)
+			if size*512 != luSize {
+				continue // not read yet, or not the LU: the deadline's message says
+			}
+			disks[strings.TrimSpace(string(addr))+":"+strings.TrimSpace(string(port))] = d
+		}
+		if disks[gatewayPortals[0]] != nil && disks[gatewayPortals[1]] != nil {
+			return disks
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %d MiB disk of each gateway's session 30 s after the logins (sessions %v, disks %v)", luSize>>20, sessions, disks)
+		}
+	}
+}
+
+func readSys(p string) string {
+	b, _ := os.ReadFile(p)
+	return strings.TrimSpace(string(b))
+}
+
+// mapperDevice returns the multipath device's node: /dev/mapper/NAME,
+// which libdevmapper creates without udev.
+func mapperDevice(t *testing.T, o *tools) string {
+	p := filepath.Join("/dev/mapper", mapName)
+	if fileExists(p) {
+		return p
+	}
+	out, err := o.run("dmsetup", "info", "-c", "--noheadings", "-o", "major,minor", mapName)
+	t.Fatalf("no %s after dmsetup create (dmsetup info: %v: %s)", p, err, out)
+	return ""
+}
+
+// status is dm-multipath's status line: how many times a path group was
+// initialized (the ALUA handler's activation), the group the next I/O
+// goes to, and each path's state (A active, F failed) and fail count by
+// its major:minor.
+type status struct {
+	raw                string
+	pgInits, nextGroup int
+	paths              map[string]string
+	failCount          map[string]int
+}
+
+func mpathStatus(t *testing.T, o *tools) status {
+	out, err := o.run("dmsetup", "status", mapName)
+	if err != nil {
+		t.Fatalf("dmsetup status %s: %v: %s", mapName, err, out)
+	}
+	s := status{raw: strings.TrimSpace(out), paths: map[string]string{}, failCount: map[string]int{}}
+	// A path is "<major:minor> <A|F> <fail count>" among the groups'
+	// fields; no other field has a colon.
+	f := strings.Fields(s.raw)
+	// "<start> <length> multipath 2 <queue_io> <pg_init_count> <#hw
+	// handler fields> <fields...> <#groups> <next group> ..."
+	if len(f) < 8 || f[2] != "multipath" || f[3] != "2" {
+		t.Fatalf("dmsetup status %s: not the multipath status this test reads: %s", mapName, s.raw)
+	}
+	s.pgInits, _ = strconv.Atoi(f[5])
+	hw, _ := strconv.Atoi(f[6])
+	if 8+hw < len(f) {
+		s.nextGroup, _ = strconv.Atoi(f[8+hw])
+	}
+	for i := 0; i+2 < len(f); i++ {
+		if strings.Contains(f[i], ":") && (f[i+1] == "A" || f[i+1] == "F") {
+			s.paths[f[i]] = f[i+1]
+			s.failCount[f[i]], _ = strconv.Atoi(f[i+2])
+		}
+	}
+	return s
+}
+
+// ioRun is verified I/O on the multipath device: workers, each in its
+// own region, write random data and read back what their region should
+// hold, recording each I/O's completion.
+type ioRun struct {
+	stop chan struct{}
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	res  ioResult
+	last time.Time // the latest completion, for pauses
+}
+
+type ioResult struct {
+	total, writes, reads int
+	errs                 []string
+	longest              time.Duration // the slowest single I/O
+	pause                time.Duration // the longest time with no I/O completing
+	pauseAt              time.Time     // when that pause began
+}
+
+func startIO(t *testing.T, fd int, model []byte) *ioRun {
+	const workers, maxIO = 4, 256 << 10
+	r := &ioRun{stop: make(chan struct{}), last: time.Now()}
+	region := luSize / workers
+	for w := range workers {
+		buf := alignedBuf(t, maxIO)
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 11))
+			base := w * region
+			for {
+				select {
+				case <-r.stop:
+					return
+				default:
+				}
+				size := 4096 * (1 + rng.IntN(maxIO/4096))
+				off := base + 4096*rng.IntN((region-size)/4096+1)
+				want := model[off : off+size] // this worker's region only
+				b := buf[:size]
+				write := rng.IntN(2) == 0
+				if write {
+					fill(rng, b)
+				}
+				start := time.Now()
+				var n int
+				var err error
+				if write {
+					n, err = unix.Pwrite(fd, b, int64(off))
+				} else {
+					n, err = unix.Pread(fd, b, int64(off))
+				}
+				msg := ""
+				switch {
+				case err != nil || n != size:
+					msg = fmt.Sprintf("%s of %d at %d: %d, %v", map[bool]string{true: "write", false: "read"}[write], size, off, n, err)
+				case write:
+					copy(want, b)
+				case !bytes.Equal(b, want):
+					msg = fmt.Sprintf("read of %d at %d: %s", size, off, diff(b, want))
+				}
+				r.done(start, write, msg)
+				if msg != "" {
+					return
+				}
+			}
+		}()
+	}
+	return r
+}
+
+func (r *ioRun) done(start time.Time, write bool, msg string) {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if msg != "" {
+		r.res.errs = append(r.res.errs, msg)
+		return
+	}
+	r.res.total++
+	if write {
+		r.res.writes++
+	} else {
+		r.res.reads++
+	}
+	r.res.longest = max(r.res.longest, now.Sub(start))
+	if gap := now.Sub(r.last); gap > r.res.pause {
+		r.res.pause, r.res.pauseAt = gap, r.last
+	}
+	r.last = now
+}
+
+func (r *ioRun) ops() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.res.total
+}
+
+func (r *ioRun) stopAndWait() ioResult {
+	close(r.stop)
+	r.wg.Wait()
+	return r.res
+}
+
+// alignedBuf returns page-aligned memory for O_DIRECT.
+func alignedBuf(t *testing.T, n int) []byte {
+	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(b) })
+	return b
+}
+
+func fill(rng *rand.Rand, b []byte) {
+	for i := 0; i+8 <= len(b); i += 8 {
+		v := rng.Uint64()
+		for j := range 8 {
+			b[i+j] = byte(v >> (8 * j))
+		}
+	}
+}
+
+// diff describes where got first differs from want.
+func diff(got, want []byte) string {
+	for i := range got {
+		if got[i] != want[i] {
+			end := min(len(got), i+16)
+			return fmt.Sprintf("first difference at +%d (of %d): got % x, want % x", i, len(got), got[i:end], want[i:end])
+		}
+	}
+	return "equal"
+}
+
+// logDmesg logs what the kernel said about the sessions, the disks and
+// the multipath device.
+func logDmesg(t *testing.T) {
+	out, err := exec.Command("dmesg").CombinedOutput()
+	if err != nil {
+		t.Logf("dmesg: %v", err)
+		return
+	}
+	var keep []string
+	for _, line := range strings.Split(string(out), "\n") {
+		l := strings.ToLower(line)
+		for _, w := range []string{"iser", "iscsi", "siw", "scsi", " sd", "alua", "device-mapper", "multipath", "dm-"} {
+			if strings.Contains(l, w) {
+				keep = append(keep, line)
+				break
+			}
+		}
+	}
+	t.Logf("kernel log (iSER, iSCSI, SCSI, ALUA, device-mapper):\n%s", strings.Join(keep, "\n"))
+}
