@@ -229,6 +229,10 @@ func (fs *FS) mountRing(dir string, required bool) (*Server, error) {
 			s.abandon()
 			return nil, errors.New("io_uring: on: the kernel's INIT does not offer FUSE_OVER_IO_URING")
 		}
+		if err := fs.pollHack(dir); err != nil {
+			s.abandon()
+			return nil, err
+		}
 		log.Infof("%s: the kernel's INIT does not offer FUSE over io_uring; requests come through /dev/fuse", dir)
 		return s, nil
 	}
@@ -256,8 +260,37 @@ func (fs *FS) mountRing(dir string, required bool) (*Server, error) {
 		log.Warnf("%s: %v; requests come through /dev/fuse", dir, err)
 		return s, nil
 	}
+	if err := fs.pollHack(dir); err != nil {
+		s.abandon()
+		return nil, err
+	}
 	log.Infof("%s: FUSE over io_uring, %d queues of %d entries", dir, nq, depth)
 	return s, nil
+}
+
+// pollHack has the kernel learn, before anything else opens a file of the
+// mount, that the filesystem does not poll: it polls a file once, with
+// system calls of its own, and POLL is answered ENOSYS. Otherwise the
+// first POLL would come from this process's Go runtime, which registers
+// every file it opens with its epoll instance in a system call that keeps
+// the runtime from stopping the world until it returns: a garbage
+// collection starting then would wait for the answer while keeping the
+// goroutines that give it from running. go-fuse does the same when it
+// mounts (WaitMount), but not on a /dev/fd/N mount.
+func (fs *FS) pollHack(dir string) error {
+	if len(fs.files) == 0 {
+		return nil // no file to open: no file to poll
+	}
+	path := dir + "/" + fs.files[0].name
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	if _, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0); err != nil {
+		return &os.PathError{Op: "poll", Path: path, Err: err}
+	}
+	return nil
 }
 
 // mountDev opens /dev/fuse and mounts it on dir as go-fuse's direct

@@ -117,6 +117,7 @@ type ringServer struct {
 	queues []*ringQueue
 
 	requests atomic.Uint64 // requests answered over the ring
+	polls    atomic.Uint64 // POLLs among them (the tests' view of pollHack)
 	reapers  sync.WaitGroup
 	workers  sync.WaitGroup
 }
@@ -391,6 +392,9 @@ func (e *ringEnt) handle() {
 		psz = len(e.payload)
 	}
 	e.q.s.requests.Add(1)
+	if h.Opcode == opPoll {
+		e.q.s.polls.Add(1)
+	}
 	status, n := e.q.s.fs.dispatch(h, e.payload, psz)
 	if !status.Ok() {
 		n = 0
@@ -527,6 +531,7 @@ const (
 	opReleaseDir  = 29
 	opFsyncDir    = 30
 	opAccess      = 34
+	opPoll        = 40
 	opFallocate   = 43
 	opReadDirPlus = 44
 )

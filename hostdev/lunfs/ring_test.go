@@ -51,11 +51,20 @@ func TestRingReadWrite(t *testing.T) {
 	if !srv.IOURing() {
 		t.Fatal("mounted with io_uring on, but requests come through /dev/fuse")
 	}
+	// The mount polled a file once, so that the kernel knows not to ask
+	// again: os.OpenFile's epoll registration sends no POLL, which would
+	// block this process's runtime until answered.
+	if n := srv.RingPolls(); n != 1 {
+		t.Fatalf("%d POLLs at mount, want 1", n)
+	}
 	f, err := os.OpenFile(filepath.Join(dir, "lun0"), os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	if n := srv.RingPolls(); n != 1 {
+		t.Fatalf("opening a file sent %d POLLs", n-1)
+	}
 	r := rand.New(rand.NewPCG(5, 6))
 	before := srv.RingRequests()
 	ios := uint64(0)
@@ -112,6 +121,13 @@ func TestRingReadWrite(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "lun9")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("stat of an absent LUN's file: %v", err)
+	}
+	// A busy mount stays mounted and served.
+	if err := srv.Unmount(); !errors.Is(err, unix.EBUSY) {
+		t.Fatalf("unmount with a file open: %v, want EBUSY", err)
+	}
+	if _, err := f.ReadAt(make([]byte, 512), 0); err != nil {
+		t.Fatalf("read after a refused unmount: %v", err)
 	}
 }
 
