@@ -9,8 +9,12 @@
 // O_DIRECT I/O runs on the multipath device while the gateway of the
 // active path is killed with SIGKILL: no I/O may fail, every read must
 // return what was last written, and dm-multipath must have failed the dead
-// path and moved to the other group. The host side brings in what the
+// path and moved to the other group. Then the killed gateway starts
+// again, iscsid logs in to it again, its path is reinstated and its group
+// switched to (what multipathd does on failback), and fio (libaio,
+// O_DIRECT, verify=crc32c) writes and verifies the multipath device while
+// that gateway is killed once more. The host side brings in what the
 // guest image lacks: the SCSI, iSER and device-mapper modules of the
-// guest's own kernel, iscsid, iscsiadm and dmsetup with their libraries,
-// and ddptarget built without cgo.
+// guest's own kernel, iscsid, iscsiadm, dmsetup and fio with their
+// libraries, and ddptarget built without cgo.
 package multipath

@@ -18,7 +18,7 @@ import (
 // reads the same names).
 const (
 	modulesDir  = "modules"         // *.ko, and modules.order: insmod in this order
-	toolsDir    = "tools"           // bin/iscsid, bin/iscsiadm, bin/dmsetup, lib/*.so*
+	toolsDir    = "tools"           // bin/iscsid, bin/iscsiadm, bin/dmsetup, bin/fio, lib/*.so*
 	targetBin   = "ddptarget"       // built without cgo
 	guestBinary = "multipath.test"  // this package's test binary
 	modulesList = vmlab.ModulesList // in modulesDir
@@ -37,6 +37,7 @@ var hostTools = []struct{ name, pkg string }{
 	{"iscsid", "open-iscsi"},
 	{"iscsiadm", "open-iscsi"},
 	{"dmsetup", "dmsetup"},
+	{"fio", "fio"},
 }
 
 // TestMultipath boots the vmlab guest (building it first when it is
@@ -53,11 +54,11 @@ func TestMultipath(t *testing.T) {
 		t.Fatalf("building ddptarget for the guest: %v\n%s", err, out)
 	}
 	start := time.Now()
-	out, err := vmlab.Run(t, lab, "-d", dir, "-t", "240", "--",
-		"./"+guestBinary, "-test.v", "-test.count=1", "-test.timeout=200s", "-test.run", "^TestGuestMultipath$")
+	out, err := vmlab.Run(t, lab, "-d", dir, "-t", "300", "--",
+		"./"+guestBinary, "-test.v", "-test.count=1", "-test.timeout=270s", "-test.run", "^TestGuestMultipath$")
 	t.Logf("guest output (%.0f s, boot included):\n%s", time.Since(start).Seconds(), out)
 	if err != nil {
-		t.Fatalf("guest test: %v (exit 124 is run-vm.sh's 240 s limit)", err)
+		t.Fatalf("guest test: %v (exit 124 is run-vm.sh's 300 s limit)", err)
 	}
 	if !bytes.Contains(out, []byte("--- PASS: TestGuestMultipath")) {
 		t.Fatal("TestGuestMultipath did not pass in the guest")
@@ -102,18 +103,32 @@ func copyTools(t *testing.T, dst string) {
 		t.Fatal("ldd named no ld-linux-x86-64.so.2 for the guest's tools")
 	}
 	for rel, src := range files {
-		b, err := os.ReadFile(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(filepath.Join(dst, filepath.Dir(rel)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dst, rel), b, 0o755); err != nil {
+		if err := linkOrCopy(src, filepath.Join(dst, rel)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	t.Logf("guest tools: %s; %d files with their libraries", strings.Join(versions, ", "), len(files))
+}
+
+// linkOrCopy makes dst the file src names (after its symbolic links): a
+// hard link where both are on one file system (Debian's fio loads 80 MiB
+// of libraries), else a copy.
+func linkOrCopy(src, dst string) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	real, err := filepath.EvalSymlinks(src)
+	if err != nil {
+		return err
+	}
+	if os.Link(real, dst) == nil {
+		return nil
+	}
+	b, err := os.ReadFile(real)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o755)
 }
 
 // findTool returns the host's path of a program, "" when there is none.
