@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"testing"
-	"unsafe"
 )
-
-func ptr(b []byte) unsafe.Pointer { return unsafe.Pointer(&b[0]) }
 
 // The layouts of include/uapi/linux/ublk_cmd.h, field by field.
 func TestCtrlCmdLayout(t *testing.T) {
