@@ -215,13 +215,13 @@ func (fs *FS) mountRing(dir string, required bool) (*Server, error) {
 	}
 	mo.DirectMount = false
 	mo.ExtraCapabilities |= fuse.CAP_OVER_IO_URING
+	// go-fuse owns fd from here: it closes it when the connection ends,
+	// or when NewServer fails (past mounting, which cannot fail here).
 	srv, err := fuse.NewServer(fs, fmt.Sprintf("/dev/fd/%d", fd), mo)
 	if err != nil {
 		unix.Unmount(dir, unix.MNT_DETACH)
-		unix.Close(fd)
 		return nil, err
 	}
-	// go-fuse owns fd from here: it closes it when the connection ends.
 	s := &Server{srv: srv, dir: dir, own: true, done: make(chan struct{})}
 	if srv.KernelSettings().Flags64()&fuse.CAP_OVER_IO_URING == 0 {
 		go func() { srv.Serve(); close(s.done) }()
@@ -252,17 +252,17 @@ func (fs *FS) mountRing(dir string, required bool) (*Server, error) {
 		ring.stop(5 * time.Second)
 		close(s.done)
 	}()
-	if err != nil {
-		if required {
-			s.abandon()
-			return nil, err
-		}
-		log.Warnf("%s: %v; requests come through /dev/fuse", dir, err)
-		return s, nil
+	if err != nil && required {
+		s.abandon()
+		return nil, err
 	}
 	if err := fs.pollHack(dir); err != nil {
 		s.abandon()
 		return nil, err
+	}
+	if err != nil { // a REGISTER failed: the kernel keeps to /dev/fuse
+		log.Warnf("%s: %v; requests come through /dev/fuse", dir, err)
+		return s, nil
 	}
 	log.Infof("%s: FUSE over io_uring, %d queues of %d entries", dir, nq, depth)
 	return s, nil
