@@ -346,7 +346,7 @@ func (s *Server) Unmount() error {
 		time.Sleep(delay)
 	}
 	if err != nil && err != unix.EINVAL { // EINVAL: no longer mounted
-		return fmt.Errorf("unmount %s: %w", s.dir, err)
+		return err // the errno alone, as go-fuse's Unmount returns it
 	}
 	<-s.done
 	return nil
@@ -356,7 +356,7 @@ func (s *Server) Unmount() error {
 // it be busy already.
 func (s *Server) abandon() {
 	if err := s.Unmount(); err != nil {
-		log.Warnf("%v; detaching it", err)
+		log.Warnf("unmount %s: %v; detaching it", s.dir, err)
 		unix.Unmount(s.dir, unix.MNT_DETACH)
 	}
 }
