@@ -158,7 +158,7 @@ func TestGuestMultipath(t *testing.T) {
 	opsBeforeKill := run.ops()
 	killed, died := gws[0].kill(t)
 	// dm-multipath uses group 2 only once group 1 has no path left: the
-	// first I/O through sdb is the failover.
+	// first I/O through gateway 2's disk is the failover.
 	var moved time.Time
 	for deadline := killed.Add(60 * time.Second); moved.IsZero(); time.Sleep(10 * time.Millisecond) {
 		if b.ios(t) > bBefore {
@@ -176,9 +176,9 @@ func TestGuestMultipath(t *testing.T) {
 		t.Error(e)
 	}
 	pauseEnd := res.pauseAt.Add(res.pause)
-	t.Logf("verified I/O: %d I/Os (%d writes, %d reads; %d before the kill, %d after), %d failed or wrong; longest I/O %.2f s; longest pause with no I/O completing %.2f s, from %.2f s before to %.2f s after the kill",
+	t.Logf("verified I/O: %d I/Os (%d writes, %d reads; %d before the kill, %d after), %d failed or wrong; longest I/O %.2f s; longest pause with no I/O completing %.2f s, from %+.2f s to %+.2f s of the kill",
 		res.total, res.writes, res.reads, opsBeforeKill, res.total-opsBeforeKill, len(res.errs), res.longest.Seconds(), res.pause.Seconds(),
-		killed.Sub(res.pauseAt).Seconds(), pauseEnd.Sub(killed).Seconds())
+		res.pauseAt.Sub(killed).Seconds(), pauseEnd.Sub(killed).Seconds())
 	if res.total-opsBeforeKill < 10 {
 		t.Errorf("only %d I/Os completed after the kill", res.total-opsBeforeKill)
 	}
@@ -221,9 +221,9 @@ func TestGuestMultipath(t *testing.T) {
 
 	// The survivor is stopped (and must exit 0) after the logouts, by
 	// the cleanups; nothing it logged may be a warning or an error.
-	if b, err := os.ReadFile(gws[1].logPath); err != nil {
+	if text, err := os.ReadFile(gws[1].logPath); err != nil {
 		t.Error(err)
-	} else if bytes.Contains(b, []byte("level=warning")) || bytes.Contains(b, []byte("level=error")) {
+	} else if bytes.Contains(text, []byte("level=warning")) || bytes.Contains(text, []byte("level=error")) {
 		t.Errorf("gateway 2 logged warnings or errors (its log is below)")
 	}
 }
