@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -158,6 +159,120 @@ func TestStandbyPortal(t *testing.T) {
 			}
 			if !c.wantMoved && !initiator.PortUnavailable(cmd.Status, cmd.Sense) {
 				t.Fatalf("every gateway in standby: status %#x sense %x, want TARGET PORT IN STANDBY STATE", cmd.Status, cmd.Sense)
+			}
+		})
+	}
+}
+
+// countingStore counts the writes that reach it: which gateway a command
+// went through.
+type countingStore struct {
+	blockdev.Store
+	writes atomic.Int64
+}
+
+func (c *countingStore) WriteAt(p []byte, off int64) error {
+	c.writes.Add(1)
+	return c.Store.WriteAt(p, off)
+}
+
+// TestRoundRobin: a round-robin session to two gateways of one LU sends
+// its commands down both while both are active/optimized, none down an
+// active/non-optimized one while an active/optimized one is up, and keeps
+// verified I/O going without an error while a path is cut, then takes the
+// path back once it answers again.
+func TestRoundRobin(t *testing.T) {
+	checkGoroutines(t)
+	groups := func(local uint16, states ...lu.ALUAState) func(*lu.Target) error {
+		return func(tg *lu.Target) error {
+			return tg.SetPortGroups(local, []lu.PortGroup{{ID: 1, State: states[0]}, {ID: 2, State: states[1]}})
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		second lu.ALUAState
+	}{{"both-optimized", lu.ActiveOptimized}, {"second-non-optimized", lu.ActiveNonOptimized}} {
+		t.Run(c.name, func(t *testing.T) {
+			st, err := blockdev.NewMemory(16 << 20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s1, s2 := &countingStore{Store: st}, &countingStore{Store: st}
+			r1 := newRig(t, rigOpts{stores: []blockdev.Store{s1}, alua: groups(1, lu.ActiveOptimized, c.second)})
+			r2 := newRig(t, rigOpts{stores: []blockdev.Store{s2}, alua: groups(2, lu.ActiveOptimized, c.second)})
+			a := newCutProxy(t, r1.addr)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			s, err := initiator.Dial(ctx, r1.dev, "tcp", a.ln.Addr().String(), initiator.Config{InitiatorName: initiatorName,
+				TargetName: targetName, RecoveryTimeout: 20 * time.Second, Log: quietLog(), Buffers: 8 << 20,
+				Alternates: []string{r2.addr}, RoundRobin: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if ps := s.Paths(); len(ps) != 2 || !ps[0].Up || !ps[1].Up || ps[0].State != "active/optimized" || ps[1].State != lu.ALUAState(c.second).String() {
+				t.Fatalf("paths %+v", ps)
+			}
+			wbuf, _ := s.Alloc(4096)
+			for i := range 40 {
+				wc := &initiator.Command{CDB: write16(uint64(i*8), 8), Dir: initiator.DataOut, Data: wbuf}
+				if err := s.Do(ctx, wc); err != nil || wc.Status != 0 {
+					t.Fatalf("write %d: %v status %#x", i, err, wc.Status)
+				}
+			}
+			s.Free(wbuf)
+			w1, w2 := s1.writes.Load(), s2.writes.Load()
+			switch {
+			case c.second == lu.ActiveOptimized && (w1 < 10 || w2 < 10):
+				t.Fatalf("writes through the gateways: %d and %d, want both used", w1, w2)
+			case c.second != lu.ActiveOptimized && w2 != 0:
+				t.Fatalf("%d writes went through the active/non-optimized gateway while the optimized one was up", w2)
+			}
+			// Cut path 1 under eight writers: nothing fails.
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			errs := make(chan error, 8)
+			for w := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; ; i++ {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						if err := pattern(s, uint64(4096+w*512), 16<<10, int64(w*1000+i)); err != nil {
+							errs <- err
+							return
+						}
+					}
+				}()
+			}
+			time.Sleep(300 * time.Millisecond)
+			a.refuse.Store(true)
+			a.cut()
+			// The writes outstanding on the cut path wait DefaultTime2Wait
+			// (2 s) before they go down the other; new ones go at once.
+			time.Sleep(300 * time.Millisecond)
+			before := s2.writes.Load()
+			time.Sleep(2500 * time.Millisecond)
+			if s2.writes.Load() == before {
+				t.Error("no write went through the second gateway while the first was cut")
+			}
+			a.refuse.Store(false)
+			deadline := time.Now().Add(15 * time.Second)
+			for ps := s.Paths(); !ps[0].Up; ps = s.Paths() {
+				if time.Now().After(deadline) {
+					t.Fatalf("path 1 did not come back: %+v", ps)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			close(stop)
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
 			}
 		})
 	}

@@ -164,6 +164,9 @@ func (s *Session) Do(ctx context.Context, cmd *Command) error {
 	if err != nil {
 		return err
 	}
+	if s.mp != nil {
+		return s.mp.do(ctx, s, cmd)
+	}
 	var start time.Time
 	if s.cfg.Observer != nil {
 		start = time.Now()
@@ -258,6 +261,15 @@ func (s *Session) postCommand(ti int32) error {
 		return s.err
 	}
 	if s.recovering {
+		if s.cfg.failFast != nil && s.cfg.failFast() {
+			// A path of a round-robin session: another path takes it.
+			t.err, t.sent, t.replied = errPathLost, true, true
+			select {
+			case t.done <- struct{}{}:
+			default:
+			}
+			return nil
+		}
 		t.reissue = true
 		return nil
 	}

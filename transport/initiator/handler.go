@@ -219,6 +219,9 @@ func (s *Session) request(ctx context.Context, op iscsi.Opcode, immediate bool, 
 // Nop pings the target with a NOP-Out carrying data and checks that the
 // NOP-In echoes it (RFC 7143 sections 11.18, 11.19).
 func (s *Session) Nop(ctx context.Context, data []byte) error {
+	if s.mp != nil {
+		return s.mp.onePath(func(p *Session) error { return p.Nop(ctx, data) })
+	}
 	resp, echo, err := s.request(ctx, iscsi.OpNOPOut, true, func(b iscsi.BHS, d []byte) (int, error) {
 		n, _ := iscsi.AsNOPOut(b)
 		n.SetTTT(iscsi.ReservedITT)
@@ -239,6 +242,13 @@ func (s *Session) Nop(ctx context.Context, data []byte) error {
 // TaskMgmt runs a task management function and returns the target's
 // response code (RFC 7143 section 11.6.1).
 func (s *Session) TaskMgmt(ctx context.Context, fn uint8, lun uint16, refITT uint32) (uint8, error) {
+	if s.mp != nil {
+		// Task management reaches the I_T nexus of one path: a round-
+		// robin session's commands have none of their own to name.
+		var resp uint8
+		err := s.mp.onePath(func(p *Session) (err error) { resp, err = p.TaskMgmt(ctx, fn, lun, refITT); return err })
+		return resp, err
+	}
 	l, err := iscsi.MakeLUN(lun)
 	if err != nil {
 		return 0, err
@@ -268,6 +278,11 @@ func (s *Session) TaskMgmt(ctx context.Context, fn uint8, lun uint16, refITT uin
 // SendTargets asks the target which targets and portals it offers
 // (RFC 7143 appendix C); query is "All", a target name, or "".
 func (s *Session) SendTargets(ctx context.Context, query string) ([]login.TargetInfo, error) {
+	if s.mp != nil {
+		var ts []login.TargetInfo
+		err := s.mp.onePath(func(p *Session) (err error) { ts, err = p.SendTargets(ctx, query); return err })
+		return ts, err
+	}
 	resp, data, err := s.request(ctx, iscsi.OpTextReq, false, func(b iscsi.BHS, d []byte) (int, error) {
 		t, _ := iscsi.AsTextReq(b)
 		t.SetTTT(iscsi.ReservedITT)
@@ -287,6 +302,9 @@ func (s *Session) SendTargets(ctx context.Context, query string) ([]login.Target
 // the connection after answering. While the session is reconnecting there
 // is no connection to log out on: it returns ErrReconnecting at once.
 func (s *Session) Logout(ctx context.Context) error {
+	if s.mp != nil {
+		return nil // each path logs out as Close closes it
+	}
 	s.mu.Lock()
 	recovering := s.recovering
 	s.mu.Unlock()

@@ -67,11 +67,25 @@ type Config struct {
 	// answers; the commands outstanding are reissued there
 	// (active/passive failover).
 	Alternates []string
+	// RoundRobin, with Alternates, keeps a session to every portal at
+	// once and sends each command down the next of them, among the paths
+	// whose ALUA state is active/optimized (active/non-optimized when
+	// none is); a path that fails hands its commands to the others and
+	// is dialed again in the background. Without it the session uses one
+	// portal at a time (Alternates).
+	RoundRobin bool
 	// LoginTimeout bounds the login (default 15 s).
 	LoginTimeout time.Duration
 	// Observer, when set, is told of commands and reconnections (metrics).
 	Observer Observer
 	Log      *log.Entry
+
+	// A path of a round-robin session: the buffer region it shares with
+	// the others, and failFast, which says whether another path is up to
+	// take its commands when its connection is lost.
+	region   *mem.Mapping
+	pool     *bufpool.Pool // region's allocator, shared with the other paths
+	failFast func() bool
 }
 
 func (c *Config) setDefaults() error {
@@ -123,6 +137,8 @@ type Session struct {
 	portals []string     // addr, then Config.Alternates
 	cur     atomic.Int32 // the portal in use (or being tried)
 	bufs    *mem.Mapping // the data buffers, registered in every connection
+	ownBufs bool         // bufs is the session's own (not a round-robin session's)
+	mp      *multipath   // round-robin mode (Config.RoundRobin): the paths do the work
 	tr      transport    // the current connection
 	pool    *bufpool.Pool
 	base    uintptr // first octet of the buffer region
@@ -146,6 +162,8 @@ type Session struct {
 	// recoverBy is when the session gives up.
 	recovering bool
 	recoverBy  time.Time
+	lostAt     time.Time // when the connection being recovered was lost
+	lostOn     int32     // the portal it was lost on
 	ended      chan struct{} // closed when the current connection's loop has ended
 	loggedOut  bool          // the target accepted our Logout: its close ends the session
 
@@ -186,15 +204,23 @@ func Dial(ctx context.Context, dev *iwarp.Device, network, addr string, cfg Conf
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
+	if ps := portalList(addr, cfg.Alternates); cfg.RoundRobin && len(ps) > 1 {
+		return dialMultipath(ctx, dev, network, ps, cfg)
+	}
 	s := &Session{cfg: cfg, dev: dev, network: network, portals: portalList(addr, cfg.Alternates), log: cfg.Log.WithField("target", addr),
 		done: make(chan struct{}), wake: make(chan bool), loginCh: make(chan []byte, 1)}
 	s.cond = sync.NewCond(&s.mu)
 	n := cfg.QueueDepth + extra + 1 // the last record is the login's
 	var err error
-	if s.bufs, err = mem.AnonymousLazy(cfg.Buffers); err != nil {
-		return nil, fmt.Errorf("initiator: buffer region of %d octets: %w", cfg.Buffers, err)
+	if s.bufs = cfg.region; s.bufs == nil {
+		if s.bufs, err = mem.AnonymousLazy(cfg.Buffers); err != nil {
+			return nil, fmt.Errorf("initiator: buffer region of %d octets: %w", cfg.Buffers, err)
+		}
+		s.ownBufs = true
 	}
-	s.pool, _ = bufpool.New(cfg.Buffers, 4096)
+	if s.pool = cfg.pool; s.pool == nil {
+		s.pool, _ = bufpool.New(cfg.Buffers, 4096)
+	}
 	s.base = uintptr(unsafe.Pointer(&s.bufs.Bytes()[0]))
 	s.tasks = make([]task, n)
 	for i := n - 1; i >= 0; i-- {
@@ -219,7 +245,7 @@ func Dial(ctx context.Context, dev *iwarp.Device, network, addr string, cfg Conf
 		s.cur.Store((s.cur.Load() + 1) % int32(len(s.portals)))
 	}
 	if err != nil {
-		s.bufs.Close()
+		s.closeBufs()
 		if len(others) > 0 {
 			return nil, fmt.Errorf("%w (and its other portals: %s)", first, strings.Join(others, "; "))
 		}
@@ -237,7 +263,7 @@ func Dial(ctx context.Context, dev *iwarp.Device, network, addr string, cfg Conf
 		s.shutdown(err)
 		<-s.done
 		s.tr.close()
-		s.bufs.Close()
+		s.closeBufs()
 		return nil, err
 	}
 	return s, nil
@@ -358,6 +384,9 @@ func (s *Session) shutdown(err error) {
 
 // Close logs out (when the session is up) and releases everything.
 func (s *Session) Close() error {
+	if s.mp != nil {
+		return s.mp.close(s)
+	}
 	if s.Err() == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err := s.Logout(ctx)
@@ -372,10 +401,18 @@ func (s *Session) Close() error {
 	tr := s.tr
 	s.mu.Unlock()
 	err := tr.close()
-	if e := s.bufs.Close(); e != nil && err == nil {
+	if e := s.closeBufs(); e != nil && err == nil {
 		err = e
 	}
 	return err
+}
+
+// closeBufs unmaps the buffer region if it is the session's own.
+func (s *Session) closeBufs() error {
+	if !s.ownBufs {
+		return nil
+	}
+	return s.bufs.Close()
 }
 
 // supervise runs the current connection's completion loop; when the
@@ -399,9 +436,19 @@ func (s *Session) supervise() {
 			err = ErrSessionClosed
 		}
 		s.mu.Unlock()
-		if !s.startRecovery(err) {
+		recover, handedBack := s.startRecovery(err)
+		if !recover {
 			s.end(err)
 			return
+		}
+		oldClosed := false
+		if len(handedBack) > 0 {
+			// A round-robin path gives its commands back to be sent on
+			// another path: only once this connection can no longer
+			// place into or read from their buffers.
+			tr.close()
+			oldClosed = true
+			s.handBack(handedBack)
 		}
 		// A connection that lasted is a new loss, not the same outage:
 		// back off from the start again (else every loss after the sixth
@@ -436,7 +483,9 @@ func (s *Session) supervise() {
 			s.mu.Lock()
 			s.tr, s.ended = nc, ended
 			s.mu.Unlock()
-			old.close()
+			if !oldClosed {
+				old.close()
+			}
 			tr = nc
 			// Log in and reissue while the loop runs the new connection.
 			go func() {
@@ -453,16 +502,20 @@ func (s *Session) supervise() {
 // startRecovery decides whether to recover from the loss of a connection
 // (err) and, the first time, marks every unanswered SCSI command to be
 // sent again.
-func (s *Session) startRecovery(err error) bool {
+func (s *Session) startRecovery(err error) (recover bool, handedBack []int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil || s.loggedOut || s.cfg.RecoveryTimeout <= 0 || !s.ffp.Load() && !s.recovering {
-		return false
+		return false, nil
 	}
 	s.ffp.Store(false)
+	// A path of a round-robin session gives its commands back when another
+	// path is up, rather than holding them for its own recovery.
+	handBack := s.cfg.failFast != nil && s.cfg.failFast()
 	if !s.recovering {
 		s.recovering = true
-		s.recoverBy = time.Now().Add(s.cfg.RecoveryTimeout)
+		s.lostAt, s.lostOn = time.Now(), s.cur.Load()
+		s.recoverBy = s.lostAt.Add(s.cfg.RecoveryTimeout)
 		s.log.Warnf("initiator: connection lost (%v); reconnecting for up to %v", err, s.cfg.RecoveryTimeout)
 	}
 	if s.cfg.Observer != nil {
@@ -474,8 +527,12 @@ func (s *Session) startRecovery(err error) bool {
 			continue
 		}
 		t.sent = true // the old connection will not complete it
-		if t.cmd != nil {
+		if t.cmd != nil && !handBack {
 			t.reissue = true
+			continue
+		}
+		if t.cmd != nil {
+			handedBack = append(handedBack, int32(i))
 			continue
 		}
 		// Task management, pings, text, logout: fail them.
@@ -488,7 +545,22 @@ func (s *Session) startRecovery(err error) bool {
 			s.putLocked(int32(i))
 		}
 	}
-	return true
+	return true, handedBack
+}
+
+// handBack ends the commands of tasks tis with errPathLost: their
+// round-robin session sends them on another path.
+func (s *Session) handBack(tis []int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ti := range tis {
+		t := &s.tasks[ti]
+		t.err, t.replied = errPathLost, true
+		select {
+		case t.done <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // relogin logs in on the new connection and reissues the commands.
@@ -501,6 +573,7 @@ func (s *Session) relogin() error {
 	if err := s.login(ctx, tr, ended); err != nil {
 		return err
 	}
+	s.waitTime2Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var pending []int32
@@ -526,6 +599,34 @@ func (s *Session) relogin() error {
 	}
 	s.cond.Broadcast()
 	return nil
+}
+
+// waitTime2Wait holds the reissue of commands that change the medium on
+// another portal (a failover to another gateway) until DefaultTime2Wait
+// has passed since the connection was lost (RFC 7143 13.15): the old
+// gateway may still be executing a write it had all the data of, and a
+// copy reissued sooner through another gateway could land before it, its
+// stale data then overwriting the reissued command's, or a later write's.
+// Back on the same portal the target itself orders the old connection's
+// tasks before the new session's; reads never wait.
+func (s *Session) waitTime2Wait() {
+	s.mu.Lock()
+	if s.cur.Load() == s.lostOn {
+		s.mu.Unlock()
+		return
+	}
+	writes := false
+	for i := range s.tasks {
+		if t := &s.tasks[i]; t.busy && t.reissue && !t.replied && t.cmd != nil && t.cmd.Dir == DataOut {
+			writes = true
+		}
+	}
+	until := s.lostAt.Add(time.Duration(s.params.DefaultTime2Wait) * time.Second)
+	s.mu.Unlock()
+	if d := time.Until(until); writes && d > 0 {
+		s.log.Infof("initiator: holding the writes to reissue for DefaultTime2Wait (%v)", d.Round(time.Millisecond))
+		s.sleep(d)
+	}
 }
 
 // sleep waits d, or returns false when the session is being closed.
