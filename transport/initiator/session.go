@@ -162,8 +162,8 @@ type Session struct {
 	// recoverBy is when the session gives up.
 	recovering bool
 	recoverBy  time.Time
-	lostAt     time.Time // when the connection being recovered was lost
-	lostOn     int32     // the portal it was lost on
+	lostAt     time.Time     // when the connection being recovered was lost
+	lostOn     int32         // the portal it was lost on
 	ended      chan struct{} // closed when the current connection's loop has ended
 	loggedOut  bool          // the target accepted our Logout: its close ends the session
 
