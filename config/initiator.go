@@ -42,6 +42,11 @@ type RemoteTarget struct {
 	// an iscsi-tcp target (YAML: header_digest, data_digest: crc32c or
 	// none, the default). iSER carries none: MPA's CRC covers its frames.
 	HeaderDigest, DataDigest bool
+	// RoundRobin (YAML: multipath: round-robin) keeps a session to every
+	// portal at once and spreads the commands over the active/optimized
+	// ones; the default (multipath: failover) uses one portal at a time
+	// and moves to the next when it fails or is in ALUA standby.
+	RoundRobin bool
 }
 
 // Mount holds the FUSE options of ddpinitiator mount and attach (YAML:
@@ -157,7 +162,8 @@ func (c *Initiator) FindTarget(name string) (*RemoteTarget, error) {
 
 var (
 	initiatorFields    = []string{"initiator_name", "targets", "discovery_chap", "queue_depth", "buffers", "mpa", "mount", "recovery_timeout", "nop", "log", "metrics"}
-	remoteTargetFields = []string{"name", "portals", "transport", "luns", "chap", "header_digest", "data_digest"}
+	remoteTargetFields = []string{"name", "portals", "transport", "luns", "chap", "header_digest", "data_digest", "multipath"}
+	multipathModes     = []string{"failover", "round-robin"}
 	digestValues       = []string{"crc32c", "none"}
 	mountFields        = []string{"direct_io", "max_write", "allow_other", "io_uring"}
 	ioURingValues      = []string{"auto", "on", "off"}
@@ -307,6 +313,14 @@ func (d *decoder) remoteTarget(item *yaml.Node, path string, names map[string]st
 		*k.on = v == "crc32c"
 		if *k.on && t.Transport != TransportISCSITCP {
 			d.errorf(d.resolve(kf.val), join(path, k.key), "only iscsi-tcp targets use iSCSI digests: over %s, MPA's CRC covers every frame (set mpa.crc)", t.Transport)
+		}
+	}
+	if mf, has := f["multipath"]; has {
+		if v, ok := d.oneOf(mf, join(path, "multipath"), "a multipath mode", multipathModes); ok {
+			t.RoundRobin = v == "round-robin"
+			if t.RoundRobin && len(t.Portals) < 2 {
+				d.errorf(d.resolve(mf.val), join(path, "multipath"), "round-robin needs at least two portals (the target's gateways)")
+			}
 		}
 	}
 	return t
@@ -703,6 +717,9 @@ func (c *Initiator) Marshal() ([]byte, error) {
 		}
 		if t.DataDigest {
 			add(tm, "data_digest", strNode("crc32c"))
+		}
+		if t.RoundRobin {
+			add(tm, "multipath", strNode("round-robin"))
 		}
 		targets.Content = append(targets.Content, tm)
 	}

@@ -274,8 +274,8 @@ func initiatorCorpus() []corpusCase {
 		{"qd", "iodepth: 32", "", `unknown field "iodepth"; the fields of an initiator configuration are`},
 		{"recovery", "recovery-timeout: 30s", "", `unknown field "recovery-timeout" (did you mean "recovery_timeout"?)`},
 		{"buffers", "buffer: 64MiB", "", `unknown field "buffer" (did you mean "buffers"?)`},
-		{"name0", "portal: 127.0.0.1:3260", "targets[0]", `unknown field "portal" (did you mean "portals"?); the fields of a target are name, portals, transport, luns, chap, header_digest and data_digest`},
-		{"name0", "alias: disk1", "targets[0]", `unknown field "alias"; the fields of a target are name, portals, transport, luns, chap, header_digest and data_digest`},
+		{"name0", "portal: 127.0.0.1:3260", "targets[0]", `unknown field "portal" (did you mean "portals"?); the fields of a target are name, portals, transport, luns, chap, header_digest, data_digest and multipath`},
+		{"name0", "alias: disk1", "targets[0]", `unknown field "alias"; the fields of a target are name, portals, transport, luns, chap, header_digest, data_digest and multipath`},
 		{"transport0", "lun: 0", "targets[0]", `unknown field "lun" (did you mean "luns"?)`},
 		{"name1", "initiators: []", "targets[1]", `unknown field "initiators"`},
 		{"user", "password: x", "targets[0].chap", `unknown field "password"; the fields of chap are user, secret, mutual_user and mutual_secret`},
@@ -350,7 +350,7 @@ func initiatorCorpus() []corpusCase {
 	// Wrong types for whole sections.
 	addDoc("targets-scalar", initiatorDoc().delRange("name0", "luns1").set("targets", "iqn.2026-11.io.ddpstore:disk1"), "targets", "targets: expected a list of targets, found the string")
 	addDoc("targets-mapping", initiatorDoc().delRange("name0", "luns1").set("targets", "{name: x}"), "targets", "targets: expected a list of targets, found a mapping")
-	addDoc("target-scalar", initiatorDoc().delRange("name1", "luns1").insertAfter("msecret", "new", "x").replace("new", "  - iqn.2026-11.io.ddpstore:disk2"), "new", "targets[1]: expected a mapping (a target: name, portals, transport, luns, chap, header_digest, data_digest), found the string")
+	addDoc("target-scalar", initiatorDoc().delRange("name1", "luns1").insertAfter("msecret", "new", "x").replace("new", "  - iqn.2026-11.io.ddpstore:disk2"), "new", "targets[1]: expected a mapping (a target: name, portals, transport, luns, chap, header_digest, data_digest, multipath), found the string")
 	addDoc("chap-scalar", initiatorDoc().del("user", "secret", "muser", "msecret").set("chap", "alice"), "chap", "targets[0].chap: expected a mapping (chap: user, secret, mutual_user, mutual_secret)")
 	addDoc("mpa-scalar", initiatorDoc().del("revision", "markers", "crc").set("mpa", "2"), "mpa", "mpa: expected a mapping (mpa: revision, markers, crc), found the integer 2")
 	addDoc("mount-scalar", initiatorDoc().del("directio", "maxwrite", "allowother", "iouring").set("mount", "/mnt/ddp"), "mount", `mount: expected a mapping (mount: direct_io, max_write, allow_other, io_uring), found the string "/mnt/ddp"`)

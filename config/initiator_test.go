@@ -414,7 +414,7 @@ func TestInitiatorMessages(t *testing.T) {
 		{"bad digest", "initiator_name: iqn.2026-11.io.ddpstore:h\ntargets:\n  - name: iqn.2026-11.io.ddpstore:t\n    portals: [127.0.0.1:3260]\n    transport: iscsi-tcp\n    data_digest: crc\n",
 			`bad.yaml:6: targets[0].data_digest: "crc" is not a digest`},
 		{"unknown target", "initiator_name: iqn.2026-11.io.ddpstore:h\ntargets:\n  - name: iqn.2026-11.io.ddpstore:t\n    portal: [127.0.0.1:3260]\n",
-			`bad.yaml:4: targets[0]: unknown field "portal" (did you mean "portals"?); the fields of a target are name, portals, transport, luns, chap, header_digest and data_digest`},
+			`bad.yaml:4: targets[0]: unknown field "portal" (did you mean "portals"?); the fields of a target are name, portals, transport, luns, chap, header_digest, data_digest and multipath`},
 		{"unknown mount", head + "mount: {maxwrite: 1MiB}\n", `bad.yaml:3:9: mount: unknown field "maxwrite" (did you mean "max_write"?); the fields of mount are direct_io, max_write, allow_other and io_uring`},
 		{"unknown nop", head + "nop: {every: 5s}\n", `bad.yaml:3:7: nop: unknown field "every"; the fields of nop are interval and timeout`},
 		{"initiator misspelt", "initiator: iqn.2026-11.io.ddpstore:h\ntargets: []\n", `bad.yaml:1: unknown field "initiator" (did you mean "initiator_name"?)`},
@@ -858,6 +858,31 @@ func TestInitiatorDocExample(t *testing.T) {
 	for _, s := range InitiatorSettings() {
 		if !strings.Contains(section, "`--"+s.Flag+"`") {
 			t.Errorf("docs/config.md does not list --%s", s.Flag)
+		}
+	}
+}
+
+func TestParseMultipath(t *testing.T) {
+	doc := "initiator_name: iqn.2026-11.io.x:h\ntargets:\n" +
+		"  - {name: iqn.2026-11.io.x:a, portals: [127.0.0.1:3260, 127.0.0.2:3260], multipath: round-robin}\n" +
+		"  - {name: iqn.2026-11.io.x:b, portals: [127.0.0.1:3261, 127.0.0.2:3261], multipath: failover}\n" +
+		"  - {name: iqn.2026-11.io.x:c, portals: [127.0.0.1:3262]}\n"
+	c, err := ParseInitiator("mp.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []bool{true, false, false} {
+		if c.Targets[i].RoundRobin != want {
+			t.Errorf("targets[%d].RoundRobin = %v", i, c.Targets[i].RoundRobin)
+		}
+	}
+	for _, bad := range []struct{ doc, msg string }{
+		{"  - {name: iqn.2026-11.io.x:a, portals: [127.0.0.1:3260], multipath: round-robin}\n", "targets[0].multipath: round-robin needs at least two portals"},
+		{"  - {name: iqn.2026-11.io.x:a, portals: [127.0.0.1:3260, 127.0.0.2:3260], multipath: random}\n", "targets[0].multipath:"},
+	} {
+		_, err := ParseInitiator("mp.yaml", []byte("initiator_name: iqn.2026-11.io.x:h\ntargets:\n"+bad.doc))
+		if err == nil || !strings.Contains(err.Error(), bad.msg) {
+			t.Errorf("%q: %v, want %q", bad.doc, err, bad.msg)
 		}
 	}
 }

@@ -40,8 +40,9 @@ func Config(conf *config.Initiator, target string, cfg initiator.Config, chap *c
 				cfg.CHAP = loginCHAP(t.CHAP)
 			}
 			cfg.HeaderDigest, cfg.DataDigest = t.HeaderDigest, t.DataDigest
-			// The target's other portals (gateways) to fail over to.
-			cfg.Alternates = t.Portals
+			// The target's other portals (gateways) to fail over to, or
+			// to spread the commands over.
+			cfg.Alternates, cfg.RoundRobin = t.Portals, t.RoundRobin
 		}
 	} else if conf.DiscoveryCHAP != nil {
 		cfg.CHAP = loginCHAP(conf.DiscoveryCHAP)
