@@ -201,7 +201,17 @@ func (st *Status) Print(w io.Writer) {
 		state = st.Gone
 	}
 	fmt.Fprintf(w, "%s: %s at %s, pid %d, %s\n", info.Mountpoint, info.Target, info.Portal, info.PID, state)
-	if len(info.Paths) > 1 {
+	if len(info.RoundRobin) > 0 {
+		var ps []string
+		for _, p := range info.RoundRobin {
+			up := "down"
+			if p.Up {
+				up = "up"
+			}
+			ps = append(ps, fmt.Sprintf("%s (%s, %s)", p.Portal, up, p.State))
+		}
+		fmt.Fprintf(w, "  paths, round-robin: %s\n", strings.Join(ps, ", "))
+	} else if len(info.Paths) > 1 {
 		var ps []string
 		for _, p := range info.Paths {
 			if p == info.Portal {

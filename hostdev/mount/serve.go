@@ -96,6 +96,7 @@ func Serve(ctx context.Context, s *initiator.Session, c Config, stdout io.Writer
 		info.Paths = ps
 	}
 	info.Groups = portGroups(ctx, s, disks)
+	info.RoundRobin = s.Paths()
 	for _, d := range disks {
 		name := fmt.Sprintf("lun%d", d.LUN())
 		info.Files = append(info.Files, File{Name: name, Path: filepath.Join(c.Dir, name), LUN: d.LUN(), Size: d.Size(), BlockSize: d.BlockSize(), ReadOnly: d.ReadOnly()})
@@ -126,6 +127,16 @@ func Serve(ctx context.Context, s *initiator.Session, c Config, stdout io.Writer
 			unmountOnSignal(srv, c.Dir)
 			continue
 		case <-paths.C:
+			if rr := s.Paths(); rr != nil {
+				// Round-robin: status shows which paths are up.
+				if fmt.Sprint(rr) != fmt.Sprint(info.RoundRobin) {
+					info.RoundRobin = rr
+					if err := writeState(state, info); err != nil {
+						log.Warnf("mount state: %v", err)
+					}
+				}
+				continue
+			}
 			// After a failover, status shows the portal now in use.
 			if p := s.Portal(); p != info.Portal {
 				log.Warnf("%s now served through %s (was %s)", c.Dir, p, info.Portal)

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/ddpstore/ddpstore/hostdev/remote"
+	"github.com/ddpstore/ddpstore/transport/initiator"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,10 +36,13 @@ type Info struct {
 	// Groups are the LU's ALUA target port groups with their states, the
 	// one of the path in use marked; none for a target without ALUA.
 	Groups []remote.PortGroup `json:"port_groups,omitempty"`
-	Log    string             `json:"log,omitempty"`
-	Files  []File             `json:"files"`
-	Error  string             `json:"error,omitempty"`
-	Loops  []LoopInfo         `json:"loops,omitempty"`
+	// RoundRobin is each path of a round-robin session (multipath:
+	// round-robin): all of them carry commands.
+	RoundRobin []initiator.PathInfo `json:"round_robin,omitempty"`
+	Log        string               `json:"log,omitempty"`
+	Files      []File               `json:"files"`
+	Error      string               `json:"error,omitempty"`
+	Loops      []LoopInfo           `json:"loops,omitempty"`
 }
 
 // File is one LUN's file in a mount.

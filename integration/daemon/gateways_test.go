@@ -266,7 +266,16 @@ func TestGatewayDies(t *testing.T) {
 func TestMountGatewayDies(t *testing.T) {
 	needMount(t)
 	dir := t.TempDir()
-	mountGatewayDies(t, dir, fmt.Sprintf("{id: 0, path: %s, size: 16MiB}", filepath.Join(dir, "shared.img")))
+	mountGatewayDies(t, dir, fmt.Sprintf("{id: 0, path: %s, size: 16MiB}", filepath.Join(dir, "shared.img")), false)
+}
+
+// TestMountRoundRobinGatewayDies: a round-robin mount over two
+// active/optimized gateways keeps fio verify going, without an error,
+// when one is killed with -9.
+func TestMountRoundRobinGatewayDies(t *testing.T) {
+	needMount(t)
+	dir := t.TempDir()
+	mountGatewayDies(t, dir, fmt.Sprintf("{id: 0, path: %s, size: 16MiB}", filepath.Join(dir, "shared.img")), true)
 }
 
 // mountGatewayDies mounts LUN 0 (as lun says) of two gateways, runs fio
@@ -274,15 +283,23 @@ func TestMountGatewayDies(t *testing.T) {
 // middle, and checks that fio saw no error and the mount moved to the
 // other gateway. It returns the longest write fio waited for: the pause
 // the failover caused.
-func mountGatewayDies(t *testing.T, dir, lun string) time.Duration {
+//
+// With roundRobin the mount uses both gateways at once (multipath:
+// round-robin, both active/optimized), and keeps going on the survivor.
+func mountGatewayDies(t *testing.T, dir, lun string, roundRobin bool) time.Duration {
 	bin := need(t, "fio", "fio")
 	groups := "    alua: {group: %d, groups: [{id: 1, state: active-optimized}, {id: 2, state: active-non-optimized}]}"
+	mode := ""
+	if roundRobin {
+		groups = "    alua: {group: %d, groups: [{id: 1, state: active-optimized}, {id: 2, state: active-optimized}]}"
+		mode = "    multipath: round-robin\n"
+	}
 	addr1, addr2 := freePort(t), freePort(t)
 	gw1 := startTarget(t, gatewayConfigLUN(t, filepath.Join(dir, "gw1"), addr1, lun, fmt.Sprintf(groups, 1)), addr1)
 	startTarget(t, gatewayConfigLUN(t, filepath.Join(dir, "gw2"), addr2, lun, fmt.Sprintf(groups, 2)), addr2)
 	icfg := filepath.Join(dir, "initiator.yaml")
-	os.WriteFile(icfg, []byte(fmt.Sprintf("initiator_name: %s\ntargets:\n  - name: %s\n    portals: [%s, %s]\nrecovery_timeout: 60s\nnop: {interval: 1s, timeout: 5s}\n",
-		initiatorName, gatewayTarget, addr1, addr2)), 0o644)
+	os.WriteFile(icfg, []byte(fmt.Sprintf("initiator_name: %s\ntargets:\n  - name: %s\n    portals: [%s, %s]\n%srecovery_timeout: 60s\nnop: {interval: 1s, timeout: 5s}\n",
+		initiatorName, gatewayTarget, addr1, addr2, mode)), 0o644)
 	runDir, mnt := filepath.Join(dir, "run"), filepath.Join(dir, "mnt")
 	os.Mkdir(mnt, 0o755)
 	mustRun(t, ddpinitiator(t), "mount", "--daemon", "--config", icfg, "--run-dir", runDir, mnt)
@@ -291,9 +308,11 @@ func mountGatewayDies(t *testing.T, dir, lun string) time.Duration {
 			t.Errorf("umount: exit %d\n%s", code, out)
 		}
 	})
-	if out := mustRun(t, ddpinitiator(t), "status", "--run-dir", runDir); !strings.Contains(out, " at "+addr1+",") ||
-		!strings.Contains(out, "paths: "+addr1+" (in use), "+addr2) ||
-		!strings.Contains(out, "ALUA port groups: 1 active/optimized (in use), 2 active/non-optimized\n") {
+	if out := mustRun(t, ddpinitiator(t), "status", "--run-dir", runDir); roundRobin &&
+		!strings.Contains(out, "paths, round-robin: "+addr1+" (up, active/optimized), "+addr2+" (up, active/optimized)\n") ||
+		!roundRobin && (!strings.Contains(out, " at "+addr1+",") ||
+			!strings.Contains(out, "paths: "+addr1+" (in use), "+addr2) ||
+			!strings.Contains(out, "ALUA port groups: 1 active/optimized (in use), 2 active/non-optimized\n")) {
 		t.Fatalf("status before the failover:\n%s", out)
 	}
 	job := filepath.Join(dir, "failover.fio")
@@ -336,7 +355,10 @@ rate=4m
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		st := mustRun(t, ddpinitiator(t), "status", "--run-dir", runDir)
-		if strings.Contains(st, " at "+addr2+",") && strings.Contains(st, addr2+" (in use)") &&
+		if roundRobin && strings.Contains(st, addr1+" (down, ") && strings.Contains(st, addr2+" (up, active/optimized)") {
+			break
+		}
+		if !roundRobin && strings.Contains(st, " at "+addr2+",") && strings.Contains(st, addr2+" (in use)") &&
 			strings.Contains(st, "ALUA port groups: 1 active/optimized, 2 active/non-optimized (in use)\n") {
 			break
 		}

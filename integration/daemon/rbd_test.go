@@ -200,7 +200,7 @@ func TestRBD(t *testing.T) {
 		// which Ceph breaks only when its watch times out (30 s).
 		needMount(t)
 		c.RBD(t, "create", "--size", "16M", "--image-feature", "layering", c.Pool()+"/failover")
-		pause := mountGatewayDies(t, t.TempDir(), lunOf("failover"))
+		pause := mountGatewayDies(t, t.TempDir(), lunOf("failover"), false)
 		if pause > 20*time.Second {
 			t.Errorf("the failover paused writes for %v: more than the NOP timeout and a login explain", pause)
 		}
