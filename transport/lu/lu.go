@@ -86,8 +86,17 @@ func New(id uint64, store blockdev.Store) (*LU, error) {
 	l.sl.Attrs.Readonly = store.ReadOnly()
 	l.sl.Attrs.ThinProvisioning = l.Thin()
 	l.sl.Attrs.Lbppbe = 0 // see readCapacity16
+	// INQUIRY's T10 vendor and product identification (SPC-4 6.6.2), what
+	// udev names and multipath.conf matches: ddpstore's, not gotgt's.
+	l.sl.Attrs.VendorID, l.sl.Attrs.ProductID = VendorID, ProductID
 	return l, nil
 }
+
+// VendorID and ProductID are what INQUIRY reports of every LU.
+const (
+	VendorID  = "DDPSTORE"
+	ProductID = "DISK"
+)
 
 // replace sets the function of each opcode in ops to fn, keeping gotgt's
 // reservation conflict bits.
