@@ -14,8 +14,10 @@ import (
 	log "github.com/sirupsen/logrus"
 )
 
-// extraTasks are task records beyond the queue depth, for immediate
-// commands and for tasks whose response is sent but not yet completed.
+// extraTasks are what a connection has beyond its queue depth: send slots
+// and receive buffers for immediate commands, pings, Rejects and the
+// responses of tasks whose sends have not completed yet, and task records
+// for immediate commands (taskRecords).
 const extraTasks = 32
 
 // taskRecords is the number of task records of a connection whose window
