@@ -37,12 +37,66 @@ var libiscsiISER = map[string]string{
 	// shorter than the allocation length looks as long as it.
 	"Inquiry.AllocLength": "libiscsi's iSER ignores the Data-In residual",
 	"Inquiry.BlockLimits": "libiscsi's iSER ignores the Data-In residual",
+	"PrinReadKeys.Simple": "libiscsi's iSER ignores the Data-In residual",
+	// libiscsi's iSER refuses to send a read with an expected transfer
+	// length of 0 ("Read command with no expected transfer length",
+	// iser_prepare_read_cmd) and a write without a data-out buffer
+	// ("Can't find iovector data for DATA-OUT"), which is what these
+	// tests send: the command never reaches the target, and its CmdSN is
+	// spent, so the session's later commands leave a gap in the CmdSN
+	// order that no target may fill.
+	"iSCSIResiduals.Read10Invalid":          "libiscsi's iSER does not send a read with EDTL 0",
+	"iSCSIResiduals.Read10Residuals":        "libiscsi's iSER does not send a read with EDTL 0",
+	"iSCSIResiduals.Read12Residuals":        "libiscsi's iSER does not send a read with EDTL 0",
+	"iSCSIResiduals.Read16Residuals":        "libiscsi's iSER does not send a read with EDTL 0",
+	"iSCSIResiduals.Write10Residuals":       "libiscsi's iSER does not send a write without data-out",
+	"iSCSIResiduals.Write12Residuals":       "libiscsi's iSER does not send a write without data-out",
+	"iSCSIResiduals.Write16Residuals":       "libiscsi's iSER does not send a write without data-out",
+	"iSCSIResiduals.WriteVerify10Residuals": "libiscsi's iSER does not send a write without data-out",
+	"iSCSIResiduals.WriteVerify12Residuals": "libiscsi's iSER does not send a write without data-out",
+	"iSCSIResiduals.WriteVerify16Residuals": "libiscsi's iSER does not send a write without data-out",
+	// iscsi-test-cu segfaults in libiscsi.so in these (the guest's dmesg),
+	// with no protocol error in our target's log; each passes against the
+	// same target over iSCSI/TCP (transport, TestLibiscsiConformance).
+	// The asynchronous ones keep more commands in flight than the window
+	// allows (libiscsi's iSER ignores MaxCmdSN); the cmdsn ones wait out
+	// a command the target rightly ignores; the reset ones reconnect.
+	"Read10.Async":                  "iscsi-test-cu crashes in libiscsi's iSER",
+	"Write10.Async":                 "iscsi-test-cu crashes in libiscsi's iSER",
+	"iSCSITMF.AbortTaskSimpleAsync": "iscsi-test-cu crashes in libiscsi's iSER",
+	"iSCSITMF.LUNResetSimpleAsync":  "iscsi-test-cu crashes in libiscsi's iSER",
+	"iSCSIcmdsn.iSCSICmdSnTooHigh":  "iscsi-test-cu crashes in libiscsi's iSER",
+	"iSCSIcmdsn.iSCSICmdSnTooLow":   "iscsi-test-cu crashes in libiscsi's iSER",
+	"Reserve6.ITNexusLoss":          "iscsi-test-cu crashes in libiscsi's iSER",
+	"Reserve6.LUNReset":             "iscsi-test-cu crashes in libiscsi's iSER",
+	"Reserve6.TargetColdReset":      "iscsi-test-cu crashes in libiscsi's iSER",
+	"Reserve6.TargetWarmReset":      "iscsi-test-cu crashes in libiscsi's iSER",
+	"ExtendedCopy.Simple":           "iscsi-test-cu crashes in libiscsi's iSER",
+	"WriteSame16.Unmap":             "iscsi-test-cu crashes in libiscsi's iSER",
 }
 
-// probes are what the guest runs of the suite by default: enough to show
-// each of libiscsi's iSER defects against both targets in about a
-// minute. PEERS_LIBISCSI=all runs every test (about 10 minutes under TCG).
-var probes = []string{"Inquiry", "Write10.Simple", "ReadCapacity16", "TestUnitReady"}
+// libiscsiFlaky are tests in which iscsi-test-cu crashes in libiscsi's
+// iSER in some runs of the whole suite and passes in others (the same
+// segfaults as above; each passes over iSCSI/TCP). Their outcome is
+// logged, not judged: listing them with libiscsiISER would fail every run
+// in which they pass.
+var libiscsiFlaky = map[string]string{
+	"ExtendedCopy.ParamHdr":     "crashed in one of four runs",
+	"ProutReserve.AccessEARO":   "crashed in two of four runs",
+	"ProutReserve.AccessWERO":   "crashed in one of four runs",
+	"ProutReserve.OwnershipEA":  "crashed in one of four runs",
+	"Reserve6.Logout":           "crashed in two of four runs",
+	"WriteSame16.UnmapUntilEnd": "crashed in one of four runs",
+}
+
+// probes are what the guest runs of the suite by default (make test):
+// the Inquiry suite (two of libiscsi's listed defects), and a test of
+// each command family whose data moves by RDMA, writes included (with
+// ImmediateData=No, every write's data is fetched by RDMA Read), in
+// about a minute and a half. PEERS_LIBISCSI=all runs every test (about
+// 10 minutes under TCG); docs/interop.md has that run's results.
+var probes = []string{"Inquiry", "TestUnitReady", "ReadCapacity16", "Write10.Simple", "Write10.ZeroBlocks",
+	"Write16.Simple", "Read16.Simple", "CompareAndWrite.Simple", "Verify16.Mismatch", "Unmap.Simple"}
 
 // TestGuestLibiscsi runs libiscsi's conformance suite over iSER against our
 // target, judges the results against the not-applicable list the host run
@@ -82,6 +136,12 @@ func TestGuestLibiscsi(t *testing.T) {
 		}
 	}
 	t.Logf("iscsi-test-cu over iSER against ddptarget: %d tests in %.0f s", len(results), time.Since(start).Seconds())
+	for name := range libiscsiFlaky {
+		if ok, ran := results[name]; ran {
+			t.Logf("%s (crashes now and then, not judged): passed %v", name, ok)
+			delete(results, name)
+		}
+	}
 	failed, stale := conformance.Judge(results, conformance.NotApplicable, libiscsiISER)
 	for _, name := range failed {
 		t.Logf("%s against ddptarget:\n%s", name, excerpt(outs[name], name))
@@ -132,8 +192,8 @@ func TestGuestLibiscsi(t *testing.T) {
 			passed++
 		}
 	}
-	t.Logf("%d tests, %d passed; the others are not applicable (%d listed) or libiscsi's (%d listed)",
-		len(results), passed, len(conformance.NotApplicable), len(libiscsiISER))
+	t.Logf("%d tests judged, %d passed; the others are not applicable (%d listed) or libiscsi's (%d listed); %d flaky ones not judged",
+		len(results), passed, len(conformance.NotApplicable), len(libiscsiISER), len(libiscsiFlaky))
 	tg.logWarnings(t)
 }
 

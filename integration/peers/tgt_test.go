@@ -29,7 +29,7 @@ const (
 	// unless told, buf_sz_kb): a larger write is refused ("rdma-rd
 	// size:1048576 too big") and the connection closed. ddpinitiator
 	// mount writes up to 1 MiB at once.
-	tgtBufKiB = "1024"
+	tgtBufKiB  = "1024"
 	tgtControl = "3265"
 	// libiscsiInq is the initiator name of iscsi-inq, the control.
 	libiscsiInq = "iqn.2026-11.io.ddpstore:libiscsi-inq"
