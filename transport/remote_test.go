@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -140,4 +141,64 @@ func verifiedIO(ctx context.Context, s *initiator.Session, seed int64, lba, n ui
 		}
 	}
 	return nil
+}
+
+// TestCommandOutstandingThroughLosses: a command outstanding each time the
+// connection is lost is reissued after each of the first four losses and
+// fails after the fifth, rather than going round for ever (a target that
+// drops the connection on one command would otherwise hold it so).
+func TestCommandOutstandingThroughLosses(t *testing.T) {
+	checkGoroutines(t)
+	mem, err := blockdev.NewMemory(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &remoteStore{Memory: mem, gateLBA: 64, gate: make(chan struct{})}
+	r := newRig(t, rigOpts{stores: []blockdev.Store{st}})
+	px := newCutProxy(t, r.addr)
+	defer close(st.gate) // every held read goes on, so the target can close
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := initiator.Dial(ctx, r.dev, "tcp", px.ln.Addr().String(), initiator.Config{InitiatorName: initiatorName,
+		TargetName: targetName, RecoveryTimeout: 30 * time.Second, Log: quietLog(), Buffers: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	buf, _ := s.Alloc(4096)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Do(ctx, &initiator.Command{CDB: read16(64, 8), Dir: initiator.DataIn, Data: buf})
+	}()
+	for i := 1; i <= 5; i++ {
+		// Wait for the connection (and so the reissued read) to be up:
+		// a ping answers then.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			pctx, pcancel := context.WithTimeout(ctx, time.Second)
+			err := s.Nop(pctx, nil)
+			pcancel()
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("before loss %d: no connection: %v", i, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the held read ended before loss %d: %v", i, err)
+		default:
+		}
+		px.cut()
+	}
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "connections lost while opcode 0x88 was outstanding") {
+			t.Fatalf("after five losses: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the command outstanding through five losses is still waiting")
+	}
 }

@@ -178,7 +178,7 @@ func (s *Session) Do(ctx context.Context, cmd *Command) error {
 			return terr
 		}
 		t := &s.tasks[ti]
-		t.cmd, t.off, t.lun = cmd, off, lun
+		t.cmd, t.off, t.lun, t.losses = cmd, off, lun, 0
 		if err := s.postCommand(ti); err != nil {
 			return err
 		}

@@ -116,6 +116,9 @@ func (c *Config) setDefaults() error {
 	return nil
 }
 
+// maxLosses is how many lost connections a command is reissued after.
+const maxLosses = 4
+
 // extra task records beyond the queue depth: the ping, task management,
 // text and logout requests.
 const extra = 8
@@ -183,6 +186,7 @@ type task struct {
 	replied  bool  // its answer arrived
 	released bool  // its requester is done with it
 	reissue  bool  // to be sent again on the next connection
+	losses   uint8 // connections lost while it was outstanding
 	reserved bool  // holds a place in the command window (s.reserved)
 	err      error // the command could not be sent (finish returns it)
 	off      int   // the data buffer's offset in the region
@@ -528,10 +532,16 @@ func (s *Session) startRecovery(err error) (recover bool, handedBack []int32) {
 		}
 		t.sent = true // the old connection will not complete it
 		if t.cmd != nil && !handBack {
-			t.reissue = true
-			continue
-		}
-		if t.cmd != nil {
+			if t.losses++; t.losses <= maxLosses {
+				t.reissue = true
+				continue
+			}
+			// It was outstanding each time the connection went: the
+			// command itself may be what ends it (a target that drops
+			// any command over its buffer size). It fails rather than
+			// going round for ever.
+			t.err = fmt.Errorf("initiator: %d connections lost while opcode %#02x was outstanding; giving it up", t.losses, t.cmd.CDB[0])
+		} else if t.cmd != nil {
 			handedBack = append(handedBack, int32(i))
 			continue
 		}

@@ -293,12 +293,14 @@ func (i *Initiator) step(dst, resp []byte) ([]byte, bool, error) {
 	if lr.ITT() != i.cfg.ITT {
 		return nil, false, protoErr("Initiator Task Tag 0x%08x, not the login's 0x%08x (section 6.3)", lr.ITT(), i.cfg.ITT)
 	}
-	if lr.ISID() != i.cfg.ISID {
-		return nil, false, protoErr("ISID 0x%012x, not the login's 0x%012x", lr.ISID(), i.cfg.ISID)
-	}
 	data := resp[iscsi.BHSLen : iscsi.BHSLen+dsl]
 	if class := lr.StatusClass(); class != 0 {
+		// The refusal says why, whatever else the response gets wrong:
+		// tgt, for one, sends ISID 0 with it.
 		return nil, false, failure(lr, data)
+	}
+	if lr.ISID() != i.cfg.ISID {
+		return nil, false, protoErr("ISID 0x%012x, not the login's 0x%012x", lr.ISID(), i.cfg.ISID)
 	}
 	if v := lr.VersionActive(); v != 0 {
 		return nil, false, protoErr("Version-active=%d: only version 0 was offered (section 11.12.4)", v)
