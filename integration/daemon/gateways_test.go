@@ -295,7 +295,8 @@ func mountGatewayDies(t *testing.T, dir, lun string, roundRobin bool) time.Durat
 		mode = "    multipath: round-robin\n"
 	}
 	addr1, addr2 := freePort(t), freePort(t)
-	gw1 := startTarget(t, gatewayConfigLUN(t, filepath.Join(dir, "gw1"), addr1, lun, fmt.Sprintf(groups, 1)), addr1)
+	cfg1 := gatewayConfigLUN(t, filepath.Join(dir, "gw1"), addr1, lun, fmt.Sprintf(groups, 1))
+	gw1 := startTarget(t, cfg1, addr1)
 	startTarget(t, gatewayConfigLUN(t, filepath.Join(dir, "gw2"), addr2, lun, fmt.Sprintf(groups, 2)), addr2)
 	icfg := filepath.Join(dir, "initiator.yaml")
 	os.WriteFile(icfg, []byte(fmt.Sprintf("initiator_name: %s\ntargets:\n  - name: %s\n    portals: [%s, %s]\n%srecovery_timeout: 60s\nnop: {interval: 1s, timeout: 5s}\n",
@@ -366,6 +367,23 @@ rate=4m
 			t.Fatalf("status after the failover:\n%s", st)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+	// The killed gateway comes back: a round-robin mount takes its path
+	// up again; either way what fio wrote reads back right.
+	startTarget(t, cfg1, addr1)
+	if roundRobin {
+		deadline := time.Now().Add(15 * time.Second)
+		for st := ""; !strings.Contains(st, addr1+" (up, active/optimized)"); st = mustRun(t, ddpinitiator(t), "status", "--run-dir", runDir) {
+			if time.Now().After(deadline) {
+				t.Fatalf("status after the gateway came back:\n%s", st)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	check := exec.Command(bin, "--verify_only", job)
+	check.Env, check.Dir = cmd.Env, dir
+	if b, err := check.CombinedOutput(); err != nil || !strings.Contains(string(b), "err= 0") {
+		t.Fatalf("fio --verify_only after the gateway came back: %v\n%s", err, b)
 	}
 	var res struct {
 		Jobs []struct {
