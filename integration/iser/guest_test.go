@@ -10,11 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ddpstore/ddpstore/blockdev"
+	"github.com/ddpstore/ddpstore/integration/guesttools"
 	"github.com/ddpstore/ddpstore/integration/vmlab"
 	"github.com/ddpstore/ddpstore/iwarp"
 	"github.com/ddpstore/ddpstore/transport/login"
@@ -55,17 +55,18 @@ func TestGuestLinuxInitiator(t *testing.T) {
 	}
 
 	tg := startTarget(t)
-	is := startISCSID(t)
+	is := &guesttools.Tools{Root: iscsiRoot(t)}
+	guesttools.StartISCSID(t, is, initiatorIQN, guesttools.ISCSIDConf(10, 10), "-d", "1")
 
 	// Discovery over iSER: a SendTargets in a Discovery session on an
 	// iSER connection (RFC 7145 allows it; Linux runs it in the kernel).
-	out, err := is.adm("-m", "discovery", "-t", "sendtargets", "-p", portal, "-I", "iser")
+	out, err := is.Run("iscsiadm", "-m", "discovery", "-t", "sendtargets", "-p", portal, "-I", "iser")
 	t.Logf("iscsiadm discovery (%v):\n%s", err, out)
 	if err != nil || !strings.Contains(out, targetIQN) {
 		t.Fatalf("SendTargets discovery over iSER did not find %s", targetIQN)
 	}
 	node := []string{"-m", "node", "-T", targetIQN, "-p", portal, "-I", "iser"}
-	out, err = is.adm(append(node, "--login")...)
+	out, err = is.Run("iscsiadm", append(node, "--login")...)
 	t.Logf("iscsiadm login (%v):\n%s", err, out)
 	if err != nil {
 		t.Fatal("login failed")
@@ -73,11 +74,11 @@ func TestGuestLinuxInitiator(t *testing.T) {
 	loggedIn := true
 	defer func() {
 		if loggedIn {
-			out, err := is.adm(append(node, "--logout")...)
+			out, err := is.Run("iscsiadm", append(node, "--logout")...)
 			t.Logf("iscsiadm logout at cleanup (%v):\n%s", err, out)
 		}
 	}()
-	if out, err := is.adm("-m", "session", "-P", "3"); err == nil {
+	if out, err := is.Run("iscsiadm", "-m", "session", "-P", "3"); err == nil {
 		t.Logf("session:\n%s", out)
 	}
 	dev := findDisk(t)
@@ -93,7 +94,7 @@ func TestGuestLinuxInitiator(t *testing.T) {
 	// logged, not asserted: it depends on timing.
 	time.Sleep(12 * time.Second)
 
-	out, err = is.adm(append(node, "--logout")...)
+	out, err = is.Run("iscsiadm", append(node, "--logout")...)
 	t.Logf("iscsiadm logout (%v):\n%s", err, out)
 	if err != nil {
 		t.Fatal("logout failed")
@@ -104,17 +105,17 @@ func TestGuestLinuxInitiator(t *testing.T) {
 	// Once more with ImmediateData=No on Linux's side: every write's data
 	// is then fetched by RDMA Read, from a Write Base Offset at the start
 	// of Linux's buffer.
-	out, err = is.adm(append(node, "-o", "update", "-n", "node.session.iscsi.ImmediateData", "-v", "No")...)
+	out, err = is.Run("iscsiadm", append(node, "-o", "update", "-n", "node.session.iscsi.ImmediateData", "-v", "No")...)
 	if err != nil {
 		t.Fatalf("iscsiadm -o update ImmediateData=No: %v: %s", err, out)
 	}
-	out, err = is.adm(append(node, "--login")...)
+	out, err = is.Run("iscsiadm", append(node, "--login")...)
 	t.Logf("iscsiadm login with ImmediateData=No (%v):\n%s", err, out)
 	if err != nil {
 		t.Fatal("second login failed")
 	}
 	loggedIn = true
-	if out, err := is.adm("-m", "session", "-P", "3"); err == nil && !strings.Contains(out, "ImmediateData: No") {
+	if out, err := is.Run("iscsiadm", "-m", "session", "-P", "3"); err == nil && !strings.Contains(out, "ImmediateData: No") {
 		t.Errorf("the second session did not negotiate ImmediateData=No:\n%s", out)
 	}
 	dev = findDisk(t)
@@ -124,7 +125,7 @@ func TestGuestLinuxInitiator(t *testing.T) {
 	}
 	writeReadBack(t, fd, tg, rand.New(rand.NewPCG(5, 6)), []int{512, 4 << 10, 12 << 10, 64 << 10, 1 << 20})
 	unix.Close(fd)
-	out, err = is.adm(append(node, "--logout")...)
+	out, err = is.Run("iscsiadm", append(node, "--logout")...)
 	t.Logf("iscsiadm logout (%v):\n%s", err, out)
 	if err != nil {
 		t.Fatal("second logout failed")
@@ -174,7 +175,7 @@ func startTarget(t *testing.T) *testTarget {
 	t.Cleanup(func() { store.Close() })
 	tt := &testTarget{store: store, model: make([]byte, luSize), log: &logHook{}}
 	// Known content, so that reads are checked from the first one.
-	fill(rand.New(rand.NewPCG(1, 2)), tt.model)
+	guesttools.Fill(rand.New(rand.NewPCG(1, 2)), tt.model)
 	copy(store.Mapping().Bytes(), tt.model)
 	l, err := lu.New(1, store)
 	if err != nil {
@@ -301,115 +302,13 @@ func (h *logHook) bad() int {
 	return h.warn
 }
 
-// openISCSI runs open-iscsi's programs, which the host copied into the
-// shared directory with their libraries and dynamic loader.
-type openISCSI struct {
-	root string // the copy: bin/, lib/
-}
-
-func (o *openISCSI) command(name string, args ...string) *exec.Cmd {
-	lib := filepath.Join(o.root, "lib")
-	return exec.Command(filepath.Join(lib, "ld-linux-x86-64.so.2"),
-		append([]string{"--library-path", lib, filepath.Join(o.root, "bin", name)}, args...)...)
-}
-
-// adm runs iscsiadm and returns its output.
-func (o *openISCSI) adm(args ...string) (string, error) {
-	out, err := o.command("iscsiadm", args...).CombinedOutput()
-	return string(out), err
-}
-
-// iscsidConf is open-iscsi's configuration for the test: Debian's
-// defaults, except that failures give up soon instead of retrying for
-// minutes, and iscsiadm never tries to start iscsid itself.
-const iscsidConf = `iscsid.startup = /bin/true
-node.startup = manual
-node.leading_login = No
-node.session.timeo.replacement_timeout = 10
-node.conn[0].timeo.login_timeout = 15
-node.conn[0].timeo.logout_timeout = 15
-node.conn[0].timeo.noop_out_interval = 5
-node.conn[0].timeo.noop_out_timeout = 10
-node.session.err_timeo.abort_timeout = 15
-node.session.err_timeo.lu_reset_timeout = 30
-node.session.err_timeo.tgt_reset_timeout = 30
-node.session.err_timeo.host_reset_timeout = 60
-node.session.initial_login_retry_max = 1
-node.session.cmds_max = 128
-node.session.queue_depth = 32
-node.session.iscsi.InitialR2T = No
-node.session.iscsi.ImmediateData = Yes
-node.session.iscsi.FirstBurstLength = 262144
-node.session.iscsi.MaxBurstLength = 16776192
-node.conn[0].iscsi.MaxRecvDataSegmentLength = 262144
-node.conn[0].iscsi.MaxXmitDataSegmentLength = 0
-discovery.sendtargets.iscsi.MaxRecvDataSegmentLength = 32768
-node.session.nr_sessions = 1
-node.session.reopen_max = 0
-node.session.iscsi.FastAbort = Yes
-node.session.scan = auto
-`
-
-// startISCSID writes open-iscsi's configuration into the guest's /etc and
-// starts iscsid in the foreground; it is killed when the test ends.
-func startISCSID(t *testing.T) *openISCSI {
+// iscsiRoot is where the host copied open-iscsi's programs.
+func iscsiRoot(t *testing.T) string {
 	wd, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := &openISCSI{root: filepath.Join(wd, iscsiDir)}
-	for _, d := range []string{"/etc/iscsi", "/var/lib/iscsi", "/run/lock/iscsi", "/var/lock"} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	files := map[string]string{
-		"/etc/iscsi/initiatorname.iscsi": "InitiatorName=" + initiatorIQN + "\n",
-		"/etc/iscsi/iscsid.conf":         iscsidConf,
-	}
-	for name, text := range files {
-		if err := os.WriteFile(name, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cmd := o.command("iscsid", "-f", "-n", "-d", "1", "-c", "/etc/iscsi/iscsid.conf", "-i", "/etc/iscsi/initiatorname.iscsi")
-	var out vmlab.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	// iscsid's SIGTERM handler signals its whole process group: keep
-	// this test out of it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("iscsid: %v", err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(unix.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-		t.Logf("iscsid said:\n%s", out.String())
-	})
-	// iscsiadm exits 20 (ISCSI_ERR_ISCSID_NOTCONN) until iscsid listens,
-	// and 21 (no sessions) once it answers.
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		out, err := o.adm("-m", "session")
-		if ee, ok := err.(*exec.ExitError); err == nil || ok && ee.ExitCode() != 20 {
-			return o
-		}
-		select {
-		case <-exited:
-			t.Fatalf("iscsid exited: %s", out)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("iscsiadm cannot reach iscsid 20 s after its start: %v: %s", err, out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return filepath.Join(wd, iscsiDir)
 }
 
 // findDisk waits for the SCSI disk of the iSCSI session to appear and
@@ -451,7 +350,7 @@ func exerciseDisk(t *testing.T, dev string, tt *testTarget) {
 	}
 	defer unix.Close(fd)
 	const maxIO = 1 << 20
-	buf := alignedBuf(t, maxIO)
+	buf := guesttools.AlignedBuf(t, maxIO)
 	store := tt.store.Mapping().Bytes()
 
 	// The whole disk, read as Linux sees it: the known content.
@@ -459,7 +358,7 @@ func exerciseDisk(t *testing.T, dev string, tt *testTarget) {
 	for off := 0; off < luSize; off += maxIO {
 		pread(t, fd, buf, off)
 		if !bytes.Equal(buf, tt.model[off:off+maxIO]) {
-			t.Fatalf("read of %d octets at %d: %s", maxIO, off, diff(buf, tt.model[off:off+maxIO]))
+			t.Fatalf("read of %d octets at %d: %s", maxIO, off, guesttools.Diff(buf, tt.model[off:off+maxIO]))
 		}
 	}
 	t.Logf("sequential 1 MiB reads of the whole disk: %.1f MB/s (informative: TCG guest)", mbps(luSize, time.Since(start)))
@@ -470,7 +369,7 @@ func exerciseDisk(t *testing.T, dev string, tt *testTarget) {
 	// Sequential writes of half the disk, 1 MiB at a time.
 	start = time.Now()
 	for off := 0; off < luSize/2; off += maxIO {
-		fill(rng, buf)
+		guesttools.Fill(rng, buf)
 		pwrite(t, fd, buf, off)
 		copy(tt.model[off:], buf)
 	}
@@ -487,7 +386,7 @@ func exerciseDisk(t *testing.T, dev string, tt *testTarget) {
 		t.Errorf("fsync (SYNCHRONIZE CACHE): %v", err)
 	}
 	if !bytes.Equal(store[:luSize], tt.model) {
-		t.Errorf("after the mix, the store differs from what was written: %s", diff(store[:luSize], tt.model))
+		t.Errorf("after the mix, the store differs from what was written: %s", guesttools.Diff(store[:luSize], tt.model))
 	}
 }
 
@@ -541,7 +440,7 @@ func dropAndRecover(t *testing.T, dev string, tt *testTarget) {
 	t.Logf("a mix of I/O across a target-side drop: Linux back %.1f s after the drop, mix done in %.1f s (informative)",
 		recovered.Seconds(), time.Since(start).Seconds())
 	if store := tt.store.Mapping().Bytes(); !bytes.Equal(store[:luSize], tt.model) {
-		t.Errorf("after the drop and recovery, the store differs from what was written: %s", diff(store[:luSize], tt.model))
+		t.Errorf("after the drop and recovery, the store differs from what was written: %s", guesttools.Diff(store[:luSize], tt.model))
 	}
 }
 
@@ -555,7 +454,7 @@ func mix(t *testing.T, fd int, tt *testTarget, ops int, seed uint64, during func
 	var wg sync.WaitGroup
 	errs := make(chan string, workers)
 	for w := range workers {
-		b := alignedBuf(t, maxIO) // here: t.Fatal only on the test's goroutine
+		b := guesttools.AlignedBuf(t, maxIO) // here: t.Fatal only on the test's goroutine
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -566,7 +465,7 @@ func mix(t *testing.T, fd int, tt *testTarget, ops int, seed uint64, during func
 				off := base + 512*rng.IntN((region-size)/512+1)
 				want := tt.model[off : off+size] // this worker's region only
 				if rng.IntN(2) == 0 {
-					fill(rng, b[:size])
+					guesttools.Fill(rng, b[:size])
 					if _, err := unix.Pwrite(fd, b[:size], int64(off)); err != nil {
 						errs <- fmt.Sprintf("write of %d at %d: %v", size, off, err)
 						return
@@ -579,7 +478,7 @@ func mix(t *testing.T, fd int, tt *testTarget, ops int, seed uint64, during func
 					return
 				}
 				if !bytes.Equal(b[:size], want) {
-					errs <- fmt.Sprintf("read of %d at %d: %s", size, off, diff(b[:size], want))
+					errs <- fmt.Sprintf("read of %d at %d: %s", size, off, guesttools.Diff(b[:size], want))
 					return
 				}
 			}
@@ -602,20 +501,20 @@ func mix(t *testing.T, fd int, tt *testTarget, ops int, seed uint64, during func
 // the write and the read-back against the model.
 func writeReadBack(t *testing.T, fd int, tt *testTarget, rng *rand.Rand, sizes []int) {
 	store := tt.store.Mapping().Bytes()
-	buf := alignedBuf(t, 1<<20)
+	buf := guesttools.AlignedBuf(t, 1<<20)
 	for _, size := range sizes {
 		off := (1 + rng.IntN(luSize/512-1-size/512)) * 512
 		b := buf[:size]
-		fill(rng, b)
+		guesttools.Fill(rng, b)
 		pwrite(t, fd, b, off)
 		copy(tt.model[off:], b)
 		if !bytes.Equal(store[off:off+size], b) {
-			t.Fatalf("write of %d octets at %d: the store holds %s", size, off, diff(store[off:off+size], b))
+			t.Fatalf("write of %d octets at %d: the store holds %s", size, off, guesttools.Diff(store[off:off+size], b))
 		}
 		clear(b)
 		pread(t, fd, b, off)
 		if !bytes.Equal(b, tt.model[off:off+size]) {
-			t.Fatalf("read-back of %d octets at %d: %s", size, off, diff(b, tt.model[off:off+size]))
+			t.Fatalf("read-back of %d octets at %d: %s", size, off, guesttools.Diff(b, tt.model[off:off+size]))
 		}
 	}
 }
@@ -631,7 +530,7 @@ func resets(t *testing.T, dev string, tt *testTarget) {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
-	buf := alignedBuf(t, 64<<10)
+	buf := guesttools.AlignedBuf(t, 64<<10)
 	for _, r := range []struct {
 		name string
 		kind int // SG_SCSI_RESET_*
@@ -652,7 +551,7 @@ func resets(t *testing.T, dev string, tt *testTarget) {
 		off := 5 << 20
 		pread(t, fd, buf, off)
 		if !bytes.Equal(buf, tt.model[off:off+len(buf)]) {
-			t.Errorf("read after the %s: %s", r.name, diff(buf, tt.model[off:off+len(buf)]))
+			t.Errorf("read after the %s: %s", r.name, guesttools.Diff(buf, tt.model[off:off+len(buf)]))
 		}
 	}
 }
@@ -669,36 +568,6 @@ func pwrite(t *testing.T, fd int, b []byte, off int) {
 	if n, err := unix.Pwrite(fd, b, int64(off)); err != nil || n != len(b) {
 		t.Fatalf("write of %d octets at %d: %d, %v", len(b), off, n, err)
 	}
-}
-
-// alignedBuf returns page-aligned memory for O_DIRECT.
-func alignedBuf(t *testing.T, n int) []byte {
-	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Munmap(b) })
-	return b
-}
-
-func fill(rng *rand.Rand, b []byte) {
-	for i := 0; i+8 <= len(b); i += 8 {
-		v := rng.Uint64()
-		for j := range 8 {
-			b[i+j] = byte(v >> (8 * j))
-		}
-	}
-}
-
-// diff describes where got first differs from want.
-func diff(got, want []byte) string {
-	for i := range got {
-		if got[i] != want[i] {
-			end := min(len(got), i+16)
-			return fmt.Sprintf("first difference at +%d (of %d): got % x, want % x", i, len(got), got[i:end], want[i:end])
-		}
-	}
-	return "equal"
 }
 
 func mbps(n int, d time.Duration) float64 { return float64(n) / 1e6 / d.Seconds() }

@@ -11,10 +11,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/ddpstore/ddpstore/integration/guesttools"
 	"github.com/ddpstore/ddpstore/integration/vmlab"
 	"golang.org/x/sys/unix"
 )
@@ -63,7 +63,7 @@ func TestGuestMultipath(t *testing.T) {
 	dir := t.TempDir()
 	img := filepath.Join(dir, "shared.img")
 	model := make([]byte, luSize)
-	fill(rand.New(rand.NewPCG(1, 2)), model)
+	guesttools.Fill(rand.New(rand.NewPCG(1, 2)), model)
 	if err := os.WriteFile(img, model, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -78,20 +78,25 @@ func TestGuestMultipath(t *testing.T) {
 		gws = append(gws, startGateway(t, bin, filepath.Join(dir, fmt.Sprintf("gw%d", i+1)), portal, img, i+1))
 	}
 
-	tools := startISCSID(t)
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := &guesttools.Tools{Root: filepath.Join(wd, toolsDir)}
+	guesttools.StartISCSID(t, tools, initiatorIQN, guesttools.ISCSIDConf(replacementTimeout, 5))
 	for _, portal := range gatewayPortals {
-		out, err := tools.run("iscsiadm", "-m", "discovery", "-t", "sendtargets", "-p", portal, "-I", "iser")
+		out, err := tools.Run("iscsiadm", "-m", "discovery", "-t", "sendtargets", "-p", portal, "-I", "iser")
 		if err != nil || !strings.Contains(out, targetIQN) {
 			t.Fatalf("SendTargets discovery over iSER at %s did not find %s (%v):\n%s", portal, targetIQN, err, out)
 		}
 	}
 	for _, portal := range gatewayPortals {
 		node := []string{"-m", "node", "-T", targetIQN, "-p", portal, "-I", "iser"}
-		if out, err := tools.run("iscsiadm", append(node, "--login")...); err != nil {
+		if out, err := tools.Run("iscsiadm", append(node, "--login")...); err != nil {
 			t.Fatalf("iscsiadm login to %s: %v:\n%s", portal, err, out)
 		}
 		t.Cleanup(func() {
-			out, err := tools.run("iscsiadm", append(node, "--logout")...)
+			out, err := tools.Run("iscsiadm", append(node, "--logout")...)
 			t.Logf("iscsiadm logout from %s (%v): %s", portal, err, strings.TrimSpace(out))
 		})
 	}
@@ -120,18 +125,18 @@ func TestGuestMultipath(t *testing.T) {
 	// queue_if_no_path: with no path left, I/O waits instead of failing.
 	table := fmt.Sprintf("0 %d multipath 1 queue_if_no_path 1 alua 2 1 round-robin 0 1 1 %s 1 round-robin 0 1 1 %s 1",
 		luSize/512, a.dev, b.dev)
-	if out, err := tools.run("dmsetup", "create", mapName, "--table", table); err != nil {
+	if out, err := tools.Run("dmsetup", "create", mapName, "--table", table); err != nil {
 		t.Fatalf("dmsetup create %s --table %q: %v: %s", mapName, table, err, out)
 	}
 	t.Cleanup(func() {
 		// Without paths the map would queue forever: fail instead, then go.
-		tools.run("dmsetup", "message", mapName, "0", "fail_if_no_path")
-		if out, err := tools.run("dmsetup", "remove", mapName); err != nil {
+		tools.Run("dmsetup", "message", mapName, "0", "fail_if_no_path")
+		if out, err := tools.Run("dmsetup", "remove", mapName); err != nil {
 			t.Errorf("dmsetup remove %s: %v: %s", mapName, err, out)
 		}
 	})
 	mp := mapperDevice(t, tools)
-	out, _ := tools.run("dmsetup", "table", mapName)
+	out, _ := tools.Run("dmsetup", "table", mapName)
 	t.Logf("%s: dmsetup table: %s", mp, strings.TrimSpace(out))
 	st := mpathStatus(t, tools)
 	t.Logf("dmsetup status: %s", st.raw)
@@ -199,19 +204,19 @@ func TestGuestMultipath(t *testing.T) {
 
 	// Everything reads back through the multipath device, and the image
 	// itself holds it.
-	buf := alignedBuf(t, 1<<20)
+	buf := guesttools.AlignedBuf(t, 1<<20)
 	for off := 0; off < luSize; off += len(buf) {
 		if n, err := unix.Pread(fd, buf, int64(off)); err != nil || n != len(buf) {
 			t.Fatalf("read-back at %d through %s: %d, %v", off, mp, n, err)
 		}
 		if !bytes.Equal(buf, model[off:off+len(buf)]) {
-			t.Fatalf("read-back at %d through %s: %s", off, mp, diff(buf, model[off:off+len(buf)]))
+			t.Fatalf("read-back at %d through %s: %s", off, mp, guesttools.Diff(buf, model[off:off+len(buf)]))
 		}
 	}
 	if got, err := os.ReadFile(img); err != nil {
 		t.Fatal(err)
 	} else if !bytes.Equal(got, model) {
-		t.Fatalf("the image file differs from what was acknowledged: %s", diff(got, model))
+		t.Fatalf("the image file differs from what was acknowledged: %s", guesttools.Diff(got, model))
 	}
 	t.Logf("the whole device read back through %s and the image file equal what was acknowledged; %.0f s since the test's start",
 		mp, time.Since(testStart).Seconds())
@@ -232,7 +237,7 @@ func TestGuestMultipath(t *testing.T) {
 // to log in to it again (iscsid keeps trying) and brings its path back
 // into the map the way multipathd would with "failback immediate":
 // reinstate_path, then switch_group to the first group.
-func failBack(t *testing.T, o *tools, g *gateway, d *disk) {
+func failBack(t *testing.T, o *guesttools.Tools, g *gateway, d *disk) {
 	start := time.Now()
 	g.start(t)
 	for deadline := time.Now().Add(60 * time.Second); readSys(filepath.Join("/sys/block", d.name, "device", "state")) != "running"; time.Sleep(50 * time.Millisecond) {
@@ -242,7 +247,7 @@ func failBack(t *testing.T, o *tools, g *gateway, d *disk) {
 		}
 	}
 	for _, msg := range [][]string{{"reinstate_path", d.dev}, {"switch_group", "1"}} {
-		if out, err := o.run("dmsetup", append([]string{"message", mapName, "0"}, msg...)...); err != nil {
+		if out, err := o.Run("dmsetup", append([]string{"message", mapName, "0"}, msg...)...); err != nil {
 			t.Fatalf("dmsetup message %s 0 %s: %v: %s", mapName, strings.Join(msg, " "), err, out)
 		}
 	}
@@ -282,13 +287,13 @@ rw=randwrite
 // gateway of the active path (a) once fio's writes go through it: fio must
 // finish without an I/O error or a verify failure, through the other
 // path (b), and dm-multipath must show a failed again.
-func fioAcrossKill(t *testing.T, o *tools, dir string, g *gateway, a, b *disk) {
+func fioAcrossKill(t *testing.T, o *guesttools.Tools, dir string, g *gateway, a, b *disk) {
 	job := filepath.Join(dir, "multipath.fio")
 	if err := os.WriteFile(job, []byte(fioJob), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	aBefore, bBefore := a.ios(t), b.ios(t)
-	cmd := o.command("fio", "--output-format=json", job)
+	cmd := o.Command("fio", "--output-format=json", job)
 	cmd.Dir = dir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -520,121 +525,6 @@ func (g *gateway) stop(t *testing.T) {
 	}
 }
 
-// tools runs the Debian programs the host copied into the shared
-// directory with their libraries and dynamic loader.
-type tools struct {
-	root string // the copy: bin/, lib/
-}
-
-func (o *tools) command(name string, args ...string) *exec.Cmd {
-	lib := filepath.Join(o.root, "lib")
-	cmd := exec.Command(filepath.Join(lib, "ld-linux-x86-64.so.2"),
-		append([]string{"--library-path", lib, filepath.Join(o.root, "bin", name)}, args...)...)
-	// No udev in the guest: libdevmapper makes the device nodes itself.
-	cmd.Env = append(os.Environ(), "DM_DISABLE_UDEV=1")
-	return cmd
-}
-
-// run runs a program and returns its output.
-func (o *tools) run(name string, args ...string) (string, error) {
-	out, err := o.command(name, args...).CombinedOutput()
-	return string(out), err
-}
-
-// iscsidConf is open-iscsi's configuration for the test: Debian's
-// defaults, except that a failed session's I/O goes back to dm-multipath
-// after replacementTimeout instead of two minutes (what a multipath set-up
-// wants), login failures give up soon, and iscsiadm never tries to start
-// iscsid itself.
-var iscsidConf = fmt.Sprintf(`iscsid.startup = /bin/true
-node.startup = manual
-node.leading_login = No
-node.session.timeo.replacement_timeout = %d
-node.conn[0].timeo.login_timeout = 15
-node.conn[0].timeo.logout_timeout = 15
-node.conn[0].timeo.noop_out_interval = 5
-node.conn[0].timeo.noop_out_timeout = 5
-node.session.err_timeo.abort_timeout = 15
-node.session.err_timeo.lu_reset_timeout = 30
-node.session.err_timeo.tgt_reset_timeout = 30
-node.session.err_timeo.host_reset_timeout = 60
-node.session.initial_login_retry_max = 1
-node.session.cmds_max = 128
-node.session.queue_depth = 32
-node.session.iscsi.InitialR2T = No
-node.session.iscsi.ImmediateData = Yes
-node.session.iscsi.FirstBurstLength = 262144
-node.session.iscsi.MaxBurstLength = 16776192
-node.conn[0].iscsi.MaxRecvDataSegmentLength = 262144
-node.conn[0].iscsi.MaxXmitDataSegmentLength = 0
-discovery.sendtargets.iscsi.MaxRecvDataSegmentLength = 32768
-node.session.nr_sessions = 1
-node.session.reopen_max = 0
-node.session.iscsi.FastAbort = Yes
-node.session.scan = auto
-`, replacementTimeout)
-
-// startISCSID writes open-iscsi's configuration into the guest's /etc and
-// starts iscsid in the foreground; it is stopped when the test ends.
-func startISCSID(t *testing.T) *tools {
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := &tools{root: filepath.Join(wd, toolsDir)}
-	for _, d := range []string{"/etc/iscsi", "/var/lib/iscsi", "/run/lock/iscsi", "/var/lock"} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	files := map[string]string{
-		"/etc/iscsi/initiatorname.iscsi": "InitiatorName=" + initiatorIQN + "\n",
-		"/etc/iscsi/iscsid.conf":         iscsidConf,
-	}
-	for name, text := range files {
-		if err := os.WriteFile(name, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cmd := o.command("iscsid", "-f", "-n", "-c", "/etc/iscsi/iscsid.conf", "-i", "/etc/iscsi/initiatorname.iscsi")
-	var out vmlab.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	// iscsid's SIGTERM handler signals its whole process group: keep
-	// this test out of it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("iscsid: %v", err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(unix.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-		t.Logf("iscsid said:\n%s", out.String())
-	})
-	// iscsiadm exits 20 (ISCSI_ERR_ISCSID_NOTCONN) until iscsid listens,
-	// and 21 (no sessions) once it answers.
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		out, err := o.run("iscsiadm", "-m", "session")
-		if ee, ok := err.(*exec.ExitError); err == nil || ok && ee.ExitCode() != 20 {
-			return o
-		}
-		select {
-		case <-exited:
-			t.Fatalf("iscsid exited: %s", out)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("iscsiadm cannot reach iscsid 20 s after its start: %v: %s", err, out)
-		}
-	}
-}
-
 // disk is the SCSI disk of one iSCSI session.
 type disk struct {
 	name, dev                  string // sdX, major:minor
@@ -698,12 +588,12 @@ func readSys(p string) string {
 
 // mapperDevice returns the multipath device's node: /dev/mapper/NAME,
 // which libdevmapper creates without udev.
-func mapperDevice(t *testing.T, o *tools) string {
+func mapperDevice(t *testing.T, o *guesttools.Tools) string {
 	p := filepath.Join("/dev/mapper", mapName)
 	if fileExists(p) {
 		return p
 	}
-	out, err := o.run("dmsetup", "info", "-c", "--noheadings", "-o", "major,minor", mapName)
+	out, err := o.Run("dmsetup", "info", "-c", "--noheadings", "-o", "major,minor", mapName)
 	t.Fatalf("no %s after dmsetup create (dmsetup info: %v: %s)", p, err, out)
 	return ""
 }
@@ -719,8 +609,8 @@ type status struct {
 	failCount          map[string]int
 }
 
-func mpathStatus(t *testing.T, o *tools) status {
-	out, err := o.run("dmsetup", "status", mapName)
+func mpathStatus(t *testing.T, o *guesttools.Tools) status {
+	out, err := o.Run("dmsetup", "status", mapName)
 	if err != nil {
 		t.Fatalf("dmsetup status %s: %v: %s", mapName, err, out)
 	}
@@ -771,7 +661,7 @@ func startIO(t *testing.T, fd int, model []byte) *ioRun {
 	r := &ioRun{stop: make(chan struct{}), last: time.Now()}
 	region := luSize / workers
 	for w := range workers {
-		buf := alignedBuf(t, maxIO)
+		buf := guesttools.AlignedBuf(t, maxIO)
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
@@ -789,7 +679,7 @@ func startIO(t *testing.T, fd int, model []byte) *ioRun {
 				b := buf[:size]
 				write := rng.IntN(2) == 0
 				if write {
-					fill(rng, b)
+					guesttools.Fill(rng, b)
 				}
 				start := time.Now()
 				var n int
@@ -806,7 +696,7 @@ func startIO(t *testing.T, fd int, model []byte) *ioRun {
 				case write:
 					copy(want, b)
 				case !bytes.Equal(b, want):
-					msg = fmt.Sprintf("read of %d at %d: %s", size, off, diff(b, want))
+					msg = fmt.Sprintf("read of %d at %d: %s", size, off, guesttools.Diff(b, want))
 				}
 				r.done(start, write, msg)
 				if msg != "" {
@@ -849,36 +739,6 @@ func (r *ioRun) stopAndWait() ioResult {
 	close(r.stop)
 	r.wg.Wait()
 	return r.res
-}
-
-// alignedBuf returns page-aligned memory for O_DIRECT.
-func alignedBuf(t *testing.T, n int) []byte {
-	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Munmap(b) })
-	return b
-}
-
-func fill(rng *rand.Rand, b []byte) {
-	for i := 0; i+8 <= len(b); i += 8 {
-		v := rng.Uint64()
-		for j := range 8 {
-			b[i+j] = byte(v >> (8 * j))
-		}
-	}
-}
-
-// diff describes where got first differs from want.
-func diff(got, want []byte) string {
-	for i := range got {
-		if got[i] != want[i] {
-			end := min(len(got), i+16)
-			return fmt.Sprintf("first difference at +%d (of %d): got % x, want % x", i, len(got), got[i:end], want[i:end])
-		}
-	}
-	return "equal"
 }
 
 // logDmesg logs what the kernel said about the sessions, the disks and
