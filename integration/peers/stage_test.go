@@ -4,10 +4,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/ddpstore/ddpstore/integration/guesttools"
 	"github.com/ddpstore/ddpstore/integration/vmlab"
 )
 
@@ -75,13 +75,7 @@ func copyModules(t *testing.T, dst string) {
 // into dst/bin and dst/lib. The host is Debian bookworm like the guest.
 func copyPrograms(t *testing.T, dst string) {
 	ran := map[string]bool{}
-	libs := map[string]string{}
-	soRE := regexp.MustCompile(`^\s*(?:(\S+) => )?(/\S+) \(0x`)
-	for _, d := range []string{"bin", "lib"} {
-		if err := os.MkdirAll(filepath.Join(dst, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	var progs []guesttools.Program
 	for _, p := range guestPrograms {
 		if !ran[p.script] {
 			ran[p.script] = true
@@ -89,39 +83,7 @@ func copyPrograms(t *testing.T, dst string) {
 				t.Skipf("%s: %s", p.script, strings.TrimSpace(string(out)))
 			}
 		}
-		path, err := exec.LookPath(p.name)
-		if err != nil {
-			t.Fatalf("%s installed %s, but it is not on PATH: %v", p.script, p.name, err)
-		}
-		copyFile(t, path, filepath.Join(dst, "bin", p.name))
-		out, err := exec.Command("ldd", path).Output()
-		if err != nil {
-			t.Fatalf("ldd %s: %v", path, err)
-		}
-		for _, line := range strings.Split(string(out), "\n") {
-			if m := soRE.FindStringSubmatch(line); m != nil {
-				name := m[1]
-				if name == "" {
-					name = filepath.Base(m[2])
-				}
-				libs[name] = m[2]
-			}
-		}
+		progs = append(progs, guesttools.Program{Name: p.name})
 	}
-	if _, ok := libs["ld-linux-x86-64.so.2"]; !ok {
-		t.Fatal("ldd named no ld-linux-x86-64.so.2")
-	}
-	for name, src := range libs {
-		copyFile(t, src, filepath.Join(dst, "lib", name))
-	}
-}
-
-func copyFile(t *testing.T, src, dst string) {
-	b, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(dst, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	guesttools.Copy(t, dst, progs...)
 }
