@@ -36,9 +36,7 @@ const (
 
 func inGuest(t *testing.T) {
 	t.Helper()
-	if os.Getenv("VMLAB_GUEST") != "1" {
-		t.Skip("runs inside the vmlab guest (Linux siw, ib_iser); TestLinuxInitiator boots it")
-	}
+	vmlab.InGuest(t, "Linux siw, ib_iser", "TestLinuxInitiator")
 }
 
 // TestGuestLinuxInitiator serves a 64 MiB memory LU with our iSER target on

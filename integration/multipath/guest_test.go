@@ -39,9 +39,7 @@ var gatewayPortals = []string{guestAddr + ":3260", guestAddr + ":3261"}
 
 func inGuest(t *testing.T) {
 	t.Helper()
-	if os.Getenv("VMLAB_GUEST") != "1" {
-		t.Skip("runs inside the vmlab guest (siw, ib_iser, dm-multipath); TestMultipath boots it")
-	}
+	vmlab.InGuest(t, "siw, ib_iser, dm-multipath", "TestMultipath")
 }
 
 // TestGuestMultipath: two ddptarget gateways of one image file, Linux's

@@ -21,9 +21,7 @@ const guestAddr = "10.0.2.15"
 
 func inGuest(t *testing.T) {
 	t.Helper()
-	if os.Getenv("VMLAB_GUEST") != "1" {
-		t.Skip("runs inside the vmlab guest (Linux siw, LIO, tgtd); TestPeers boots it")
-	}
+	vmlab.InGuest(t, "Linux siw, LIO, tgtd", "TestPeers")
 	setupOnce.Do(setupGuest)
 	if setupErr != "" {
 		t.Fatal(setupErr)

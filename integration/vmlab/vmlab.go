@@ -282,3 +282,14 @@ func ModuleName(path string) string {
 	base, _, _ := strings.Cut(filepath.Base(path), ".ko")
 	return strings.ReplaceAll(base, "-", "_")
 }
+
+// InGuest skips a guest-side test on the host: it runs only inside the
+// vmlab guest (VMLAB_GUEST=1), where needs (what the guest provides for
+// it) and the host-side test bootedBy (which boots the guest and runs it)
+// say why.
+func InGuest(t testing.TB, needs, bootedBy string) {
+	t.Helper()
+	if os.Getenv("VMLAB_GUEST") != "1" {
+		t.Skipf("runs inside the vmlab guest (%s); %s boots it", needs, bootedBy)
+	}
+}
