@@ -7,6 +7,8 @@
 package guesttools
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -166,4 +168,38 @@ func Diff(got, want []byte) string {
 		}
 	}
 	return "equal"
+}
+
+// CheckFio checks fio's --output-format=json output (anything fio printed
+// before the JSON is skipped): wantJobs jobs, each without error, each
+// having read and written.
+func CheckFio(t testing.TB, stdout []byte, wantJobs int) {
+	t.Helper()
+	var res struct {
+		Jobs []struct {
+			Name  string `json:"jobname"`
+			Error int    `json:"error"`
+			Read  struct {
+				IOBytes int64 `json:"io_bytes"`
+			} `json:"read"`
+			Write struct {
+				IOBytes int64 `json:"io_bytes"`
+			} `json:"write"`
+		} `json:"jobs"`
+	}
+	o := stdout
+	if i := bytes.IndexByte(o, '{'); i > 0 {
+		o = o[i:]
+	}
+	if err := json.Unmarshal(o, &res); err != nil {
+		t.Fatalf("fio output: %v\n%s", err, stdout)
+	}
+	if len(res.Jobs) != wantJobs {
+		t.Errorf("fio ran %d jobs, want %d", len(res.Jobs), wantJobs)
+	}
+	for _, j := range res.Jobs {
+		if j.Error != 0 || j.Write.IOBytes == 0 || j.Read.IOBytes == 0 {
+			t.Errorf("fio job %s: error %d, read %d, written %d", j.Name, j.Error, j.Read.IOBytes, j.Write.IOBytes)
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"github.com/ddpstore/ddpstore/integration/guesttools"
 	"io"
 	"math/rand"
 	"net"
@@ -379,31 +380,5 @@ func mountFio(t *testing.T, d *tgtd) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("fio: %v\n%s\n%s", err, stderr.String(), stdout.String())
 	}
-	var res struct {
-		Jobs []struct {
-			Name  string `json:"jobname"`
-			Error int    `json:"error"`
-			Read  struct {
-				IOBytes int64 `json:"io_bytes"`
-			} `json:"read"`
-			Write struct {
-				IOBytes int64 `json:"io_bytes"`
-			} `json:"write"`
-		} `json:"jobs"`
-	}
-	o := stdout.Bytes()
-	if i := bytes.IndexByte(o, '{'); i > 0 {
-		o = o[i:]
-	}
-	if err := json.Unmarshal(o, &res); err != nil {
-		t.Fatalf("fio output: %v\n%s", err, stdout.String())
-	}
-	if len(res.Jobs) != 3 {
-		t.Errorf("fio ran %d jobs, want 3", len(res.Jobs))
-	}
-	for _, j := range res.Jobs {
-		if j.Error != 0 || j.Write.IOBytes == 0 || j.Read.IOBytes == 0 {
-			t.Errorf("fio job %s: error %d, read %d, written %d", j.Name, j.Error, j.Read.IOBytes, j.Write.IOBytes)
-		}
-	}
+	guesttools.CheckFio(t, stdout.Bytes(), 3)
 }
