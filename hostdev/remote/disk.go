@@ -66,6 +66,9 @@ func (d *Disk) BlockSize() int { return d.bs }
 // ReadOnly says whether the target write-protects the LUN.
 func (d *Disk) ReadOnly() bool { return d.ro }
 
+// Slots are the buffer slots the disk's I/O goes through.
+func (d *Disk) Slots() *Slots { return d.slots }
+
 // MaxIO is the longest read or write the disk takes at once.
 func (d *Disk) MaxIO() int { return d.slots.Size() - 2*d.bs }
 
@@ -102,21 +105,33 @@ func (d *Disk) check(off int64, n int, write bool) (int, error) {
 // Bytes are the data, valid until Release. A read past the end returns
 // fewer octets, io.EOF when there are none.
 func (d *Disk) Read(ctx context.Context, off int64, n int) (*Slot, error) {
-	n, err := d.check(off, n, false)
-	if err != nil {
+	if _, err := d.check(off, n, false); err != nil {
 		return nil, err
 	}
 	sl, err := d.slots.get(ctx)
 	if err != nil {
 		return nil, err
 	}
-	a, b := d.span(off, n)
-	if err := d.io(ctx, sl, scsi.Read16, a, sl.buf[:b-a]); err != nil {
+	if sl.data, err = d.ReadInto(ctx, sl, off, n); err != nil {
 		sl.Release()
 		return nil, err
 	}
-	sl.data = sl.buf[off-a : off-a+int64(n)]
 	return sl, nil
+}
+
+// ReadInto is Read into a slot the caller holds (Slots.Take): the data
+// are returned as a part of the slot's buffer, which the read overwrites
+// from its start.
+func (d *Disk) ReadInto(ctx context.Context, sl *Slot, off int64, n int) ([]byte, error) {
+	n, err := d.check(off, n, false)
+	if err != nil {
+		return nil, err
+	}
+	a, b := d.span(off, n)
+	if err := d.io(ctx, sl, scsi.Read16, a, sl.buf[:b-a]); err != nil {
+		return nil, err
+	}
+	return sl.buf[off-a : off-a+int64(n)], nil
 }
 
 // ReadAt reads into p, copying from the slot: for callers that have their
@@ -180,6 +195,26 @@ func (d *Disk) Write(ctx context.Context, off int64, bufs ...[]byte) (int, error
 		return 0, err
 	}
 	return n, nil
+}
+
+// WriteFrom is Write of p, which lies in the buffer of slot sl that the
+// caller holds (Slots.Take): whole blocks at a block boundary are written
+// from there, with no copy; anything else is written as Write writes it,
+// through a slot of the pool.
+func (d *Disk) WriteFrom(ctx context.Context, sl *Slot, off int64, p []byte) (int, error) {
+	bs := int64(d.bs)
+	if d.ro || off%bs != 0 || int64(len(p))%bs != 0 || len(p) == 0 || !sl.holds(p) {
+		return d.Write(ctx, off, p)
+	}
+	if _, err := d.check(off, len(p), true); err != nil {
+		return 0, err
+	}
+	d.rmw.RLock()
+	defer d.rmw.RUnlock()
+	if err := d.io(ctx, sl, scsi.Write16, off, p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // WriteAt follows io.WriterAt.

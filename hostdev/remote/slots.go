@@ -78,6 +78,11 @@ func (p *Slots) Holds(b []byte) bool {
 	return false
 }
 
+// Take waits for a free slot and hands it to the caller, who reads into
+// and writes from it (Disk.ReadInto, Disk.WriteFrom) and gives it back
+// with Release.
+func (p *Slots) Take(ctx context.Context) (*Slot, error) { return p.get(ctx) }
+
 // get waits for a free slot.
 func (p *Slots) get(ctx context.Context) (*Slot, error) {
 	select {
@@ -95,6 +100,19 @@ func (p *Slots) get(ctx context.Context) (*Slot, error) {
 
 // Index is the slot's number, 0..Len-1, for callers that keep per-slot state.
 func (sl *Slot) Index() int { return sl.idx }
+
+// Buffer is the slot's whole registered buffer.
+func (sl *Slot) Buffer() []byte { return sl.buf }
+
+// holds reports whether b lies inside the slot's buffer.
+func (sl *Slot) holds(b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(sl.buf)))
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return start >= lo && start+uintptr(len(b)) <= lo+uintptr(len(sl.buf))
+}
 
 // Bytes is the data of the last Read, in the registered buffer the target
 // placed it in.
