@@ -49,7 +49,7 @@ func serveBlock(ctx context.Context, k *attach.Kind, c *common, m *mountFlags, p
 	}
 	ac := attach.Config{Kind: k, Target: target, Portal: portal, RunDir: m.runDir, LogFile: m.logFile,
 		Slots: c.cfg.QueueDepth, MaxWrite: int(c.cfg.Mount.MaxWrite), Recover: recoverDev, LUNs: session.TargetLUNs(c.cfg, target)}
-	return c.serve(ctx, "attach", portal, target, initiator.Config{Buffers: ac.Buffers()}, ac.LUNs, ready, stderr, func(s *initiator.Session, sigs <-chan os.Signal) error {
+	return c.serve(ctx, "attach", true, portal, target, initiator.Config{Buffers: ac.Buffers()}, ac.LUNs, ready, stderr, func(s *initiator.Session, sigs <-chan os.Signal) error {
 		return attach.Serve(ctx, s, ac, stdout, sigs, ready)
 	})
 }

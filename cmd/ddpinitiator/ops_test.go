@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -128,23 +127,4 @@ func TestMetricsListenBusy(t *testing.T) {
 	dir := t.TempDir()
 	code, stderr := runInitiator(t, "mount", "--metrics-listen", l.Addr().String(), "--run-dir", filepath.Join(dir, "run"), closedPort(t), dir)
 	wantOneLine(t, code, stderr, exitFailed, "ddpinitiator mount: metrics: listen tcp "+l.Addr().String(), "address already in use")
-}
-
-// TestServerProcs: a serving process confined to one CPU still gets a
-// second Go processor to poll the network while the FUSE reader blocks.
-func TestServerProcs(t *testing.T) {
-	if os.Getenv("GOMAXPROCS") != "" {
-		t.Skip("GOMAXPROCS is set in the environment, which serverProcs obeys")
-	}
-	prev := runtime.GOMAXPROCS(1)
-	defer runtime.GOMAXPROCS(prev)
-	serverProcs()
-	if n := runtime.GOMAXPROCS(0); n != 2 {
-		t.Fatalf("GOMAXPROCS after serverProcs with one processor = %d, want 2", n)
-	}
-	runtime.GOMAXPROCS(3)
-	serverProcs()
-	if n := runtime.GOMAXPROCS(0); n != 3 {
-		t.Fatalf("serverProcs lowered GOMAXPROCS 3 to %d", n)
-	}
 }

@@ -29,6 +29,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ddpstore/ddpstore/hostdev"
 	"github.com/ddpstore/ddpstore/hostdev/remote"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	log "github.com/sirupsen/logrus"
@@ -181,18 +182,34 @@ func (fs *FS) maxWrite() int {
 	}
 }
 
-// mountClassic lets go-fuse mount and serve through /dev/fuse.
+// mountClassic mounts dir on a /dev/fuse descriptor, lets go-fuse answer
+// INIT on it, and serves the requests that follow itself (dev.go).
 func (fs *FS) mountClassic(dir string) (*Server, error) {
-	srv, err := fuse.NewServer(fs, dir, fs.mountOptions())
+	mo := fs.mountOptions()
+	fd, err := mountDev(dir, mo)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{srv: srv, dir: dir, done: make(chan struct{})}
-	go func() { srv.Serve(); close(s.done) }()
-	if err := srv.WaitMount(); err != nil {
-		if srv.Unmount() == nil {
-			<-s.done
-		}
+	mo.DirectMount = false
+	srv, err := fuse.NewServer(fs, fmt.Sprintf("/dev/fd/%d", fd), mo)
+	if err != nil {
+		unix.Unmount(dir, unix.MNT_DETACH)
+		return nil, err
+	}
+	s := &Server{srv: srv, dir: dir, own: true, done: make(chan struct{})}
+	dev, err := newDevServer(fs, fd, mo.MaxWrite)
+	if err != nil {
+		go func() { srv.Serve(); close(s.done) }()
+		s.abandon()
+		return nil, err
+	}
+	go func() {
+		dev.wait()
+		srv.Serve() // the connection has ended: go-fuse closes its descriptor
+		close(s.done)
+	}()
+	if err := fs.pollHack(dir); err != nil {
+		s.abandon()
 		return nil, err
 	}
 	return s, nil
@@ -247,6 +264,8 @@ func (fs *FS) mountRing(dir string, required bool) (*Server, error) {
 		return nil, err
 	}
 	s.ring = ring
+	// Each queue's reaper waits in io_uring_enter on a thread of its own.
+	hostdev.BlockingProcs()
 	go func() {
 		srv.Serve()
 		ring.stop(5 * time.Second)

@@ -42,11 +42,17 @@ func mount(t *testing.T, o lunfs.Options, stores ...blockdev.Store) string {
 // mountServer is mount that returns the server too.
 func mountServer(t *testing.T, o lunfs.Options, stores ...blockdev.Store) (string, *lunfs.Server) {
 	t.Helper()
+	dir, srv, _ := mountSlots(t, o, 16, stores...)
+	return dir, srv
+}
+
+// mountSlots is mountServer with nslots buffer slots, which it returns.
+func mountSlots(t *testing.T, o lunfs.Options, nslots int, stores ...blockdev.Store) (string, *lunfs.Server, *remote.Slots) {
+	t.Helper()
 	needFUSE(t)
 	testtarget.CheckLeaks(t)
 	tt := testtarget.Start(t, stores...)
 	s := tt.Dial(t, initiator.Config{Buffers: 32 << 20})
-	const nslots = 16
 	slots, err := remote.NewSlots(s, nslots, 1<<20+2*4096)
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +82,7 @@ func mountServer(t *testing.T, o lunfs.Options, stores ...blockdev.Store) (strin
 		srv.Wait()
 		slots.Close()
 	})
-	return dir, srv
+	return dir, srv, slots
 }
 
 func TestFilesPerLUN(t *testing.T) {
