@@ -243,7 +243,7 @@ set boxwidth 0.9
 set yrange [0:*]
 set grid ytics
 set xtics rotate by -20
-set key top left
+set key outside bottom center horizontal
 plot %q using 2:xtic(1) title "in process (bench / fio nbd)", '' using 3 title "through the mount (/ nbdfuse)", 1 with lines lw 2 lc rgb "black" title "1.0"
 `, png, data)
 	if abs, err := filepath.Abs(png); err == nil {
