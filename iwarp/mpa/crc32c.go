@@ -22,10 +22,16 @@ const foldMin = 256
 // "Fast CRC Computation for Generic Polynomials Using PCLMULQDQ"), more
 // than twice as fast as the CRC32 instruction: MPA computes a CRC over every
 // octet it sends and receives, so this is much of the cost of a transfer.
-// Shorter buffers go through hash/crc32.
+// Without AVX-512, a CPU with VPCLMULQDQ folds on 256-bit registers
+// (foldAVX2). Shorter buffers go through hash/crc32.
 func crcUpdate(sum uint32, b []byte) uint32 {
-	if haveFold && len(b) >= foldMin {
-		return fold(^sum, b)
+	if len(b) >= foldMin {
+		switch {
+		case haveFold:
+			return fold(^sum, b)
+		case haveFoldAVX2:
+			return foldAVX2(^sum, b)
+		}
 	}
 	return crc32.Update(sum, castagnoli, b)
 }

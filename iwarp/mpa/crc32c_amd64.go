@@ -5,6 +5,19 @@ import "golang.org/x/sys/cpu"
 // haveFold: the CPU (and OS) support the AVX-512 VPCLMULQDQ folding path.
 var haveFold = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VPCLMULQDQ
 
+// haveFoldAVX2: without AVX-512, the CPU has VPCLMULQDQ on 256-bit
+// registers (CPUID leaf 7, ECX bit 10, with AVX2), for foldAVX2: the
+// CRC32c of the plain (Markerless) path, about twice the CRC32
+// instruction's rate.
+var haveFoldAVX2 = !haveFold && cpu.X86.HasAVX2 && cpu.X86.HasPCLMULQDQ && cpu.X86.HasSSE42 && cpuid7ecx()&(1<<10) != 0
+
+// foldAVX2 is fold on 256-bit registers.
+//
+//go:noescape
+func foldAVX2(reg uint32, p []byte) uint32
+
+func cpuid7ecx() uint32
+
 // fold returns the CRC32c of p (at least 256 octets) from the raw register
 // reg: it folds the 64-octet blocks of p, with reg XORed into its first four
 // octets, down to one 16-octet lane, takes that lane's CRC from a zero

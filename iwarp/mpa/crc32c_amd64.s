@@ -324,3 +324,124 @@ interval:
 	REDUCE
 	MOVL DX, ret+48(FP)
 	RET
+
+// Fold 256-bit register A (two lanes, constant in Y8) and add B:
+// A = clmul(A.lo, k) ^ clmul(A.hi, k) ^ B, lane by lane.
+#define FOLDY(A, B) \
+	VPCLMULQDQ $0x00, Y8, A, Y9 \
+	VPCLMULQDQ $0x11, Y8, A, A \
+	VPXOR Y9, A, A \
+	VPXOR B, A, A
+
+// func foldAVX2(reg uint32, p []byte) uint32
+//
+// fold for CPUs with VPCLMULQDQ but without AVX-512: the same constants
+// and steps on 256-bit registers, two lanes each, eight of them for a
+// 256-octet block.
+TEXT ·foldAVX2(SB), NOSPLIT, $0-36
+	MOVL reg+0(FP), AX
+	MOVQ p_base+8(FP), SI
+	MOVQ p_len+16(FP), CX
+
+	VMOVDQU 0(SI), Y0
+	VMOVDQU 32(SI), Y1
+	VMOVDQU 64(SI), Y2
+	VMOVDQU 96(SI), Y3
+	VMOVDQU 128(SI), Y4
+	VMOVDQU 160(SI), Y5
+	VMOVDQU 192(SI), Y6
+	VMOVDQU 224(SI), Y7
+	VMOVD AX, X9
+	VPXOR Y9, Y0, Y0
+	ADDQ $256, SI
+	SUBQ $256, CX
+
+	VBROADCASTI128 k2048<>(SB), Y8
+
+loop256avx2:
+	CMPQ CX, $256
+	JB reduceavx2
+	FOLDY(Y0, 0(SI))
+	FOLDY(Y1, 32(SI))
+	FOLDY(Y2, 64(SI))
+	FOLDY(Y3, 96(SI))
+	FOLDY(Y4, 128(SI))
+	FOLDY(Y5, 160(SI))
+	FOLDY(Y6, 192(SI))
+	FOLDY(Y7, 224(SI))
+	ADDQ $256, SI
+	SUBQ $256, CX
+	JMP loop256avx2
+
+reduceavx2:
+	// Fold the four 64-octet blocks (Y0:Y1, Y2:Y3, Y4:Y5, Y6:Y7) into
+	// the last, each by 512 bits.
+	VBROADCASTI128 k512<>(SB), Y8
+	FOLDY(Y0, Y2)
+	FOLDY(Y1, Y3)
+	FOLDY(Y0, Y4)
+	FOLDY(Y1, Y5)
+	FOLDY(Y0, Y6)
+	FOLDY(Y1, Y7)
+	VMOVDQU Y0, Y6
+	VMOVDQU Y1, Y7
+
+loop64avx2:
+	CMPQ CX, $64
+	JB lanesavx2
+	FOLDY(Y6, 0(SI))
+	FOLDY(Y7, 32(SI))
+	ADDQ $64, SI
+	SUBQ $64, CX
+	JMP loop64avx2
+
+lanesavx2:
+	VMOVDQU klanes<>+0(SB), Y10
+	VMOVDQU klanes<>+32(SB), Y11
+	VPCLMULQDQ $0x00, Y10, Y6, Y12
+	VPCLMULQDQ $0x11, Y10, Y6, Y13
+	VPXOR Y13, Y12, Y12         // lanes 0 and 1 folded onto lane 3's place
+	VPCLMULQDQ $0x00, Y11, Y7, Y13
+	VPCLMULQDQ $0x11, Y11, Y7, Y14
+	VPXOR Y14, Y13, Y13         // lane 2 folded; lane 3 zero
+	VPXOR Y13, Y12, Y12
+	VEXTRACTI128 $1, Y12, X13
+	VPXOR X13, X12, X12         // lanes 0-2 folded
+	VEXTRACTI128 $1, Y7, X13
+	VPXOR X13, X12, X12         // ^ lane 3
+	VMOVQ X12, AX
+	VPEXTRQ $1, X12, BX
+	VZEROUPPER
+	XORL DX, DX
+	CRC32Q AX, DX
+	CRC32Q BX, DX
+
+tail8avx2:
+	CMPQ CX, $8
+	JB tail1avx2
+	CRC32Q (SI), DX
+	ADDQ $8, SI
+	SUBQ $8, CX
+	JMP tail8avx2
+
+tail1avx2:
+	TESTQ CX, CX
+	JZ doneavx2
+	CRC32B (SI), DX
+	INCQ SI
+	DECQ CX
+	JMP tail1avx2
+
+doneavx2:
+	NOTL DX
+	MOVL DX, ret+32(FP)
+	RET
+
+// func cpuid7ecx() uint32: CPUID leaf 7's ECX (VPCLMULQDQ is bit 10),
+// which x/sys/cpu reports only together with AVX-512.
+TEXT ·cpuid7ecx(SB), NOSPLIT, $0-4
+	MOVL $7, AX
+	XORL CX, CX
+	CPUID
+	MOVL CX, ret+0(FP)
+	RET

@@ -2,7 +2,7 @@
 
 package mpa
 
-const haveFold = false
+const haveFold, haveFoldAVX2 = false, false
 
 func fold(reg uint32, p []byte) uint32 { panic("mpa: no folding CRC32c on this CPU") }
 
@@ -13,3 +13,5 @@ func foldSqueeze(reg uint32, src []byte, dst *byte, fpduptr uint16) (uint32, boo
 func foldSpread(reg uint32, p []byte, fpduptr uint16, dst *byte) uint32 {
 	panic("mpa: no folding CRC32c on this CPU")
 }
+
+func foldAVX2(reg uint32, p []byte) uint32 { panic("mpa: no folding CRC32c on this CPU") }

@@ -56,7 +56,7 @@ func FuzzCRCUpdate(f *testing.F) {
 }
 
 func BenchmarkCRC32c(b *testing.B) {
-	for _, n := range []int{508, 1024, 2048, 4096, 65536} {
+	for _, n := range []int{508, 1024, 1448, 2048, 4096, 8948, 65536} {
 		p := make([]byte, n)
 		b.Run(fmt.Sprintf("fold/%d", n), func(b *testing.B) {
 			b.SetBytes(int64(n))
