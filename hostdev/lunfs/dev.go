@@ -108,8 +108,8 @@ func newDevServer(fs *FS, fd, maxWrite int) (*devServer, error) {
 		slots := fs.files[0].disk.Slots()
 		if slots.Size() >= need {
 			for range slots.Len() - devSpare {
-				sl, err := slots.Take(context.Background())
-				if err != nil {
+				sl, ok := slots.TryTake() // all are free before the mount is used
+				if !ok {
 					break
 				}
 				ws = append(ws, &devWorker{s: s, sl: sl, buf: sl.Buffer()})

@@ -83,6 +83,16 @@ func (p *Slots) Holds(b []byte) bool {
 // with Release.
 func (p *Slots) Take(ctx context.Context) (*Slot, error) { return p.get(ctx) }
 
+// TryTake is Take when a slot is free at once.
+func (p *Slots) TryTake() (*Slot, bool) {
+	select {
+	case sl := <-p.free:
+		return sl, true
+	default:
+		return nil, false
+	}
+}
+
 // get waits for a free slot.
 func (p *Slots) get(ctx context.Context) (*Slot, error) {
 	select {
