@@ -30,10 +30,17 @@ func crcUpdate(sum uint32, b []byte) uint32 {
 		case haveFold:
 			return fold(^sum, b)
 		case haveFoldAVX2:
-			return foldAVX2(^sum, b)
+			return foldUpdateAVX2(sum, b)
 		}
 	}
 	return crc32.Update(sum, castagnoli, b)
+}
+
+// foldUpdateAVX2 is crcUpdate by foldAVX2 (len(b) >= foldMin): the
+// 64-octet blocks folded, the tail through hash/crc32.
+func foldUpdateAVX2(sum uint32, b []byte) uint32 {
+	n := len(b) &^ 63
+	return crc32.Update(^foldAVX2(^sum, b[:n]), castagnoli, b[n:])
 }
 
 // crcSqueeze extends a running CRC32c over src, whole Marker intervals

@@ -11,7 +11,8 @@ var haveFold = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VPC
 // instruction's rate.
 var haveFoldAVX2 = !haveFold && cpu.X86.HasAVX2 && cpu.X86.HasPCLMULQDQ && cpu.X86.HasSSE42 && cpuid7ecx()&(1<<10) != 0
 
-// foldAVX2 is fold on 256-bit registers.
+// foldAVX2 is fold on 256-bit registers, for len(p) a multiple of 64
+// (at least 256), returning the raw register.
 //
 //go:noescape
 func foldAVX2(reg uint32, p []byte) uint32

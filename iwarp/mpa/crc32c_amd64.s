@@ -337,7 +337,8 @@ interval:
 //
 // fold for CPUs with VPCLMULQDQ but without AVX-512: the same constants
 // and steps on 256-bit registers, two lanes each, eight of them for a
-// 256-octet block.
+// 256-octet block. len(p) is a multiple of 64; the result is the raw
+// register, not inverted (crcUpdate runs the tail and inverts).
 TEXT ·foldAVX2(SB), NOSPLIT, $0-36
 	MOVL reg+0(FP), AX
 	MOVQ p_base+8(FP), SI
@@ -415,25 +416,6 @@ lanesavx2:
 	XORL DX, DX
 	CRC32Q AX, DX
 	CRC32Q BX, DX
-
-tail8avx2:
-	CMPQ CX, $8
-	JB tail1avx2
-	CRC32Q (SI), DX
-	ADDQ $8, SI
-	SUBQ $8, CX
-	JMP tail8avx2
-
-tail1avx2:
-	TESTQ CX, CX
-	JZ doneavx2
-	CRC32B (SI), DX
-	INCQ SI
-	DECQ CX
-	JMP tail1avx2
-
-doneavx2:
-	NOTL DX
 	MOVL DX, ret+32(FP)
 	RET
 
