@@ -4,7 +4,7 @@ package lunfs
 // writev on it, by this package rather than by go-fuse's reader.
 //
 // Each worker reads requests into a registered buffer slot of its own
-// (remote.Slots.Take), so neither direction copies: a WRITE's data arrive
+// (remote.Slots.TryTake), so neither direction copies: a WRITE's data arrive
 // from the kernel in registered memory, where the target reads them from
 // (remote.Disk.WriteFrom), and a READ's data are placed by the target in
 // the same slot and written to the kernel from there. The workers leave
@@ -81,10 +81,10 @@ type devWorker struct {
 	iov [2]unix.Iovec
 }
 
-// newDevServer serves the connection fd (which it dups): with a worker
-// per slot of the disks' pool but devSpare, or, when the disks have none
-// to spare, two workers reading into buffers of their own.
-func newDevServer(fs *FS, fd, maxWrite int) (*devServer, error) {
+// newDevServer serves the connection fd (which it dups): with ownSlots a
+// worker per slot of the disks' pool but devSpare; without, or when the
+// disks have none to spare, two workers reading into buffers of their own.
+func newDevServer(fs *FS, fd, maxWrite int, ownSlots bool) (*devServer, error) {
 	fd2, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("/dev/fuse: dup: %v", err)
@@ -104,7 +104,7 @@ func newDevServer(fs *FS, fd, maxWrite int) (*devServer, error) {
 	// and maxWrite octets, and at least FUSE_MIN_READ_BUFFER (8192).
 	need := max(inHeaderSize+writeInSize+maxWrite, 8192)
 	var ws []*devWorker
-	if len(fs.files) > 0 {
+	if ownSlots && len(fs.files) > 0 {
 		slots := fs.files[0].disk.Slots()
 		if slots.Size() >= need {
 			for range slots.Len() - devSpare {

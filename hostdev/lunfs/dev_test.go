@@ -2,7 +2,6 @@ package lunfs_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -24,11 +23,9 @@ func TestClassicWorkersOwnSlots(t *testing.T) {
 	st := testtarget.Memory(t, 4<<20)
 	// Two slots: one worker's and the spare.
 	dir, _, slots := mountSlots(t, lunfs.Options{DirectIO: true, IOURing: lunfs.IOURingOff}, 2, st)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	spare, err := slots.Take(ctx)
-	if err != nil {
-		t.Fatalf("the pool has no spare slot: %v", err)
+	spare, ok := slots.TryTake()
+	if !ok {
+		t.Fatal("the pool has no spare slot")
 	}
 	released := false
 	defer func() {

@@ -182,32 +182,59 @@ func (fs *FS) maxWrite() int {
 	}
 }
 
-// mountClassic mounts dir on a /dev/fuse descriptor, lets go-fuse answer
-// INIT on it, and serves the requests that follow itself (dev.go).
-func (fs *FS) mountClassic(dir string) (*Server, error) {
-	mo := fs.mountOptions()
+// mountOwn mounts dir on a /dev/fuse descriptor of its own and lets
+// go-fuse answer INIT on it ("/dev/fd/N", with mo's capabilities); the
+// requests after INIT are for the caller to serve. go-fuse owns the
+// descriptor from here: it closes it when its Serve ends, or when
+// NewServer fails.
+func (fs *FS) mountOwn(dir string, mo *fuse.MountOptions) (*Server, int, error) {
 	fd, err := mountDev(dir, mo)
 	if err != nil {
-		return nil, err
+		return nil, -1, err
 	}
 	mo.DirectMount = false
 	srv, err := fuse.NewServer(fs, fmt.Sprintf("/dev/fd/%d", fd), mo)
 	if err != nil {
 		unix.Unmount(dir, unix.MNT_DETACH)
+		return nil, -1, err
+	}
+	return &Server{srv: srv, dir: dir, own: true, done: make(chan struct{})}, fd, nil
+}
+
+// serveDev serves the requests that come through /dev/fuse (dev.go),
+// its workers reading into the disks' slots when ownSlots (not when the
+// io_uring queues take the pool's slots). When the connection has ended
+// go-fuse's Serve closes its descriptor, then after runs (if not nil),
+// then Wait returns. An error leaves the mount served by go-fuse alone,
+// for the caller to abandon.
+//
+// (newDevServer returns a nil server with its error.)
+func (s *Server) serveDev(fs *FS, fd, maxWrite int, ownSlots bool, after func()) error {
+	dev, err := newDevServer(fs, fd, maxWrite, ownSlots)
+	go func() {
+		if dev != nil {
+			dev.wait()
+		}
+		s.srv.Serve()
+		if after != nil {
+			after()
+		}
+		close(s.done)
+	}()
+	return err
+}
+
+// mountClassic mounts dir and serves it through /dev/fuse (dev.go).
+func (fs *FS) mountClassic(dir string) (*Server, error) {
+	mo := fs.mountOptions()
+	s, fd, err := fs.mountOwn(dir, mo)
+	if err != nil {
 		return nil, err
 	}
-	s := &Server{srv: srv, dir: dir, own: true, done: make(chan struct{})}
-	dev, err := newDevServer(fs, fd, mo.MaxWrite)
-	if err != nil {
-		go func() { srv.Serve(); close(s.done) }()
+	if err := s.serveDev(fs, fd, mo.MaxWrite, true, nil); err != nil {
 		s.abandon()
 		return nil, err
 	}
-	go func() {
-		dev.wait()
-		srv.Serve() // the connection has ended: go-fuse closes its descriptor
-		close(s.done)
-	}()
 	if err := fs.pollHack(dir); err != nil {
 		s.abandon()
 		return nil, err
@@ -215,33 +242,27 @@ func (fs *FS) mountClassic(dir string) (*Server, error) {
 	return s, nil
 }
 
-// mountRing mounts dir itself on a /dev/fuse descriptor and hands go-fuse
-// the descriptor as "/dev/fd/N", with FUSE_OVER_IO_URING among the
-// capabilities INIT answers, then registers the ring's queues. A kernel
-// that does not offer the capability leaves the mount served through
-// /dev/fuse, which is an error when required.
+// mountRing mounts dir with FUSE_OVER_IO_URING among the capabilities
+// INIT answers, then registers the ring's queues. A kernel that does not
+// offer the capability leaves the mount served through /dev/fuse, which
+// is an error when required.
 func (fs *FS) mountRing(dir string, required bool) (*Server, error) {
 	nq, err := possibleCPUs()
 	if err != nil {
 		return nil, fmt.Errorf("the number of queues: %v", err)
 	}
 	mo := fs.mountOptions()
-	fd, err := mountDev(dir, mo)
-	if err != nil {
-		return nil, err
-	}
-	mo.DirectMount = false
 	mo.ExtraCapabilities |= fuse.CAP_OVER_IO_URING
-	// go-fuse owns fd from here: it closes it when the connection ends,
-	// or when NewServer fails (past mounting, which cannot fail here).
-	srv, err := fuse.NewServer(fs, fmt.Sprintf("/dev/fd/%d", fd), mo)
+	s, fd, err := fs.mountOwn(dir, mo)
 	if err != nil {
-		unix.Unmount(dir, unix.MNT_DETACH)
 		return nil, err
 	}
-	s := &Server{srv: srv, dir: dir, own: true, done: make(chan struct{})}
+	srv := s.srv
 	if srv.KernelSettings().Flags64()&fuse.CAP_OVER_IO_URING == 0 {
-		go func() { srv.Serve(); close(s.done) }()
+		if err := s.serveDev(fs, fd, mo.MaxWrite, true, nil); err != nil {
+			s.abandon()
+			return nil, err
+		}
 		if required {
 			s.abandon()
 			return nil, errors.New("io_uring: on: the kernel's INIT does not offer FUSE_OVER_IO_URING")
@@ -266,11 +287,12 @@ func (fs *FS) mountRing(dir string, required bool) (*Server, error) {
 	s.ring = ring
 	// Each queue's reaper waits in io_uring_enter on a thread of its own.
 	hostdev.BlockingProcs()
-	go func() {
-		srv.Serve()
-		ring.stop(5 * time.Second)
-		close(s.done)
-	}()
+	// /dev/fuse still carries FORGET and INTERRUPT, and every request
+	// if a REGISTER failed.
+	if derr := s.serveDev(fs, fd, mo.MaxWrite, false, func() { ring.stop(5 * time.Second) }); derr != nil {
+		s.abandon()
+		return nil, derr
+	}
 	if err != nil && required {
 		s.abandon()
 		return nil, err

@@ -105,21 +105,22 @@ func (d *Disk) check(off int64, n int, write bool) (int, error) {
 // Bytes are the data, valid until Release. A read past the end returns
 // fewer octets, io.EOF when there are none.
 func (d *Disk) Read(ctx context.Context, off int64, n int) (*Slot, error) {
-	if _, err := d.check(off, n, false); err != nil {
+	n, err := d.check(off, n, false)
+	if err != nil {
 		return nil, err
 	}
 	sl, err := d.slots.get(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if sl.data, err = d.ReadInto(ctx, sl, off, n); err != nil {
+	if sl.data, err = d.readChecked(ctx, sl, off, n); err != nil {
 		sl.Release()
 		return nil, err
 	}
 	return sl, nil
 }
 
-// ReadInto is Read into a slot the caller holds (Slots.Take): the data
+// ReadInto is Read into a slot the caller holds (Slots.TryTake): the data
 // are returned as a part of the slot's buffer, which the read overwrites
 // from its start.
 func (d *Disk) ReadInto(ctx context.Context, sl *Slot, off int64, n int) ([]byte, error) {
@@ -127,6 +128,11 @@ func (d *Disk) ReadInto(ctx context.Context, sl *Slot, off int64, n int) ([]byte
 	if err != nil {
 		return nil, err
 	}
+	return d.readChecked(ctx, sl, off, n)
+}
+
+// readChecked reads n octets at off, which check has passed, into sl.
+func (d *Disk) readChecked(ctx context.Context, sl *Slot, off int64, n int) ([]byte, error) {
 	a, b := d.span(off, n)
 	if err := d.io(ctx, sl, scsi.Read16, a, sl.buf[:b-a]); err != nil {
 		return nil, err
@@ -198,7 +204,7 @@ func (d *Disk) Write(ctx context.Context, off int64, bufs ...[]byte) (int, error
 }
 
 // WriteFrom is Write of p, which lies in the buffer of slot sl that the
-// caller holds (Slots.Take): whole blocks at a block boundary are written
+// caller holds (Slots.TryTake): whole blocks at a block boundary are written
 // from there, with no copy; anything else is written as Write writes it,
 // through a slot of the pool.
 func (d *Disk) WriteFrom(ctx context.Context, sl *Slot, off int64, p []byte) (int, error) {

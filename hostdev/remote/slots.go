@@ -78,12 +78,9 @@ func (p *Slots) Holds(b []byte) bool {
 	return false
 }
 
-// Take waits for a free slot and hands it to the caller, who reads into
-// and writes from it (Disk.ReadInto, Disk.WriteFrom) and gives it back
-// with Release.
-func (p *Slots) Take(ctx context.Context) (*Slot, error) { return p.get(ctx) }
-
-// TryTake is Take when a slot is free at once.
+// TryTake hands a free slot, if there is one, to the caller, who reads
+// into and writes from it (Disk.ReadInto, Disk.WriteFrom) and gives it
+// back with Release.
 func (p *Slots) TryTake() (*Slot, bool) {
 	select {
 	case sl := <-p.free:
