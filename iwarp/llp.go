@@ -26,6 +26,11 @@ type llp interface {
 	// the peer's protocol violations (a Terminate follows), any other
 	// error for a lost stream.
 	receive(r *rx) error
+	// verifiesFirst reports whether receive hands over only segments
+	// already verified (SCTP checks its checksum before delivering a
+	// message); MPA verifies an FPDU's CRC at its end, after its payload
+	// has been placed, so a Verified region's payload is staged until then.
+	verifiesFirst() bool
 	// discard reads and drops what the peer sends, for linger; an error
 	// (the peer's end, a deadline) ends it.
 	discard() error

@@ -200,6 +200,8 @@ func (m *mpaLLP) direct(r *rx, dst []byte) error {
 	return r.placedDirect(len(target))
 }
 
+func (m *mpaLLP) verifiesFirst() bool { return false }
+
 func (m *mpaLLP) discard() error {
 	_, err := m.s.tc.Read(m.rx.discard[:])
 	return err

@@ -71,6 +71,8 @@ func (l *segLLP) receive(r *rx) error {
 	}
 }
 
+func (l *segLLP) verifiesFirst() bool { return true }
+
 func (l *segLLP) discard() error {
 	_, err := l.s.NextSegment()
 	return err

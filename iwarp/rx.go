@@ -3,6 +3,7 @@ package iwarp
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
 
 	"github.com/ddpstore/ddpstore/iwarp/ddp"
 	"github.com/ddpstore/ddpstore/iwarp/mem"
@@ -51,11 +52,16 @@ type rx struct {
 	placed  int // payload octets placed so far
 	kind    segKind
 	dst     []byte // where the next payload octets go
-	section bool   // rd is inside a critical section
-	slot    uint32 // receive-queue offset of a Send's receive (from head)
-	sge     int    // SGE of that receive being filled
-	sgeOff  uint32 // offset within it
-	resp    inRead // a validated Read Request, queued at the segment's end
+	// verified is the destination of a tagged segment into a Verified
+	// region: its payload is staged in bounce (dst) and copied there by
+	// end, once the lower layer has verified the segment.
+	verified []byte
+	bounce   []byte // allocated at the first such segment
+	section  bool   // rd is inside a critical section
+	slot     uint32 // receive-queue offset of a Send's receive (from head)
+	sge      int    // SGE of that receive being filled
+	sgeOff   uint32 // offset within it
+	resp     inRead // a validated Read Request, queued at the segment's end
 
 	// Receive-queue and Read Request sequencing.
 	recvMSN uint32       // MSN of the receive at the head of the queue
@@ -134,7 +140,7 @@ func (r *rx) close() {
 func (c *conn) rxLoop() {
 	q := c.qp
 	r := newRx(c)
-	err := c.l.receive(r)
+	err := c.receive(r)
 	r.close()
 	select {
 	case <-c.stop:
@@ -156,6 +162,24 @@ func (c *conn) rxLoop() {
 	default:
 		q.fail(err)
 	}
+}
+
+// receive runs the lower layer's receive, with a memory fault in it (a
+// store into a file mapping whose page cannot come in: an I/O error, the
+// file cut under it, a full tmpfs) ending this stream with a Terminate
+// rather than the process.
+func (c *conn) receive(r *rx) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if p := recover(); p != nil {
+			f, ok := p.(interface{ Addr() uintptr })
+			if !ok {
+				panic(p)
+			}
+			err = &protoError{err: rdmap.ErrLocalCatastrophic, cause: fmt.Errorf("memory fault at %#x placing the peer's data", f.Addr())}
+		}
+	}()
+	return c.l.receive(r)
 }
 
 // terminate leaves a Terminate for the sender and stops the engine.
@@ -188,7 +212,7 @@ func (r *rx) betweenMessages() bool { return !r.midMsg }
 
 // start begins a DDP Segment of ulen octets (the ULPDU of an FPDU).
 func (r *rx) start(ulen int) {
-	r.ulen, r.hdrN, r.need, r.placed, r.dst = ulen, 0, 1, 0, nil
+	r.ulen, r.hdrN, r.need, r.placed, r.dst, r.verified = ulen, 0, 1, 0, nil, nil
 }
 
 // dest returns where the segment's next payload octets go, once its header
@@ -328,13 +352,23 @@ func (r *rx) placeTagged(h ddp.Header, to uint64) error {
 		return nil // "The STag and TO fields MUST NOT be checked for a zero-length Tagged DDP Message"
 	}
 	r.enter()
-	b, f := r.rd.Check(mem.STag(h.STag()), r.q.pd, to, uint64(r.payload), mem.RemoteWrite)
+	b, acc, f := r.rd.CheckAccess(mem.STag(h.STag()), r.q.pd, to, uint64(r.payload), mem.RemoteWrite)
 	if f != mem.FaultNone {
 		return &protoError{err: taggedError(f), cause: fmt.Errorf("STag %#x TO %#x length %d: %v", h.STag(), to, r.payload, f)}
 	}
 	r.dst = b
+	if acc&mem.Verified != 0 && !r.c.l.verifiesFirst() && len(b) <= maxFPDUPayload {
+		if r.bounce == nil {
+			r.bounce = make([]byte, maxFPDUPayload)
+		}
+		r.verified, r.dst = b, r.bounce[:len(b)]
+	}
 	return nil
 }
+
+// maxFPDUPayload bounds the payload of an FPDU: MPA's ULPDU_Length is 16
+// bits (RFC 5044 section 4.1).
+const maxFPDUPayload = 1<<16 - 1
 
 func (r *rx) enter() {
 	if !r.section {
@@ -504,6 +538,11 @@ func (r *rx) readRequest(h ddp.Header) error {
 // end acts on a segment that arrived whole and sound (an FPDU with a good
 // CRC, an SCTP chunk).
 func (r *rx) end() error {
+	if r.verified != nil {
+		// The lower layer has verified the segment: place it.
+		copy(r.verified, r.bounce[:r.placed])
+		r.verified = nil
+	}
 	if r.section {
 		r.rd.Exit()
 		r.section = false

@@ -19,11 +19,19 @@ const (
 	// RemoteInvalidate: the peer may invalidate the region's STag with
 	// Send with Invalidate (as iSER targets do for initiators' STags).
 	RemoteInvalidate
+	// Verified is not a right but a promise the RNIC keeps for the
+	// region: tagged data (RDMA Write, RDMA Read Response) are placed in
+	// it only once their segment has been verified (the FPDU's CRC,
+	// RFC 5044 section 8; SCTP's checksum), staged in the receiver until
+	// then, so that the region never holds octets the peer did not send.
+	// For memory a corrupted stream must not damage, such as a store's
+	// blocks; it costs a copy of data still in cache.
+	Verified
 
-	allAccess = LocalWrite | RemoteRead | RemoteWrite | RemoteInvalidate
+	allAccess = LocalWrite | RemoteRead | RemoteWrite | RemoteInvalidate | Verified
 )
 
-var accessNames = [...]string{"LocalWrite", "RemoteRead", "RemoteWrite", "RemoteInvalidate"}
+var accessNames = [...]string{"LocalWrite", "RemoteRead", "RemoteWrite", "RemoteInvalidate", "Verified"}
 
 func (a Access) String() string {
 	if a == 0 {

@@ -15,45 +15,52 @@ import "sync/atomic"
 // held and the slice may be used until Exit. It is lock-free and allocates
 // nothing.
 func (r *Reader) Check(stag STag, pd PD, to, n uint64, need Access) ([]byte, Fault) {
+	b, _, f := r.CheckAccess(stag, pd, to, n, need)
+	return b, f
+}
+
+// CheckAccess is Check that also returns the region's access (Verified
+// among it), for a Data Sink that places differently into such a region.
+func (r *Reader) CheckAccess(stag STag, pd PD, to, n uint64, need Access) ([]byte, Access, Fault) {
 	if !r.active {
 		panic(errInside)
 	}
 	idx := stag.Index()
 	c := r.t.dir[idx>>chunkBits].Load()
 	if c == nil {
-		return nil, FaultInvalidSTag
+		return nil, 0, FaultInvalidSTag
 	}
 	s := &c.regs[idx&chunkMask]
 	for {
 		reg := s.Load()
 		if reg == nil {
-			return nil, FaultInvalidSTag
+			return nil, 0, FaultInvalidSTag
 		}
 		if reg.fast != nil {
-			b, f, again := r.checkFast(s, reg, stag, pd, to, n, need)
+			b, acc, f, again := r.checkFast(s, reg, stag, pd, to, n, need)
 			if again {
 				continue
 			}
-			return b, f
+			return b, acc, f
 		}
 		if reg.key != stag.Key() {
-			return nil, FaultInvalidSTag
+			return nil, 0, FaultInvalidSTag
 		}
 		if f := admit(reg.pd, reg.access, pd, need); f != FaultNone {
-			return nil, f
+			return nil, 0, f
 		}
 		end := to + n
 		if end < to {
-			return nil, FaultTOWrap
+			return nil, 0, FaultTOWrap
 		}
 		if to < reg.base || end-reg.base > uint64(len(reg.buf)) {
-			return nil, FaultBaseBounds
+			return nil, 0, FaultBaseBounds
 		}
 		if !r.hold(s, reg) {
 			continue // the entry changed under us: look again
 		}
 		lo, hi := to-reg.base, end-reg.base
-		return reg.buf[lo:hi:hi], FaultNone
+		return reg.buf[lo:hi:hi], reg.access, FaultNone
 	}
 }
 
@@ -63,13 +70,14 @@ func (r *Reader) Check(stag STag, pd PD, to, n uint64, need Access) ([]byte, Fau
 // the whole check is done again (again true). A fault found on a window
 // that changed meanwhile is not reported either: the next look finds the
 // STag invalid or the new window.
-func (r *Reader) checkFast(s *atomic.Pointer[region], reg *region, stag STag, pd PD, to, n uint64, need Access) (_ []byte, _ Fault, again bool) {
+func (r *Reader) checkFast(s *atomic.Pointer[region], reg *region, stag STag, pd PD, to, n uint64, need Access) (_ []byte, _ Access, _ Fault, again bool) {
 	w := reg.fast.state.Load()
 	if !liveKey(w, stag.Key()) {
-		return nil, FaultInvalidSTag, false
+		return nil, 0, FaultInvalidSTag, false
 	}
-	if f := admit(reg.pd, stateAccess(w), pd, need); f != FaultNone {
-		return nil, f, false
+	acc := stateAccess(w)
+	if f := admit(reg.pd, acc, pd, need); f != FaultNone {
+		return nil, 0, f, false
 	}
 	base, buf := reg.window()
 	end := to + n
@@ -81,21 +89,21 @@ func (r *Reader) checkFast(s *atomic.Pointer[region], reg *region, stag STag, pd
 		f = FaultBaseBounds
 	}
 	if f != FaultNone {
-		return nil, f, reg.fast.state.Load() != w
+		return nil, 0, f, reg.fast.state.Load() != w
 	}
 	held := r.n
 	if !r.hold(s, reg) {
-		return nil, FaultNone, true
+		return nil, 0, FaultNone, true
 	}
 	if reg.fast.state.Load() != w {
 		if r.n > held { // release the slot just taken
 			r.n--
 			r.held[r.n].Store(nil)
 		}
-		return nil, FaultNone, true
+		return nil, 0, FaultNone, true
 	}
 	lo, hi := to-base, end-base
-	return buf[lo:hi:hi], FaultNone, false
+	return buf[lo:hi:hi], acc, FaultNone, false
 }
 
 // CheckSTag validates stag for a stream of pd that needs the rights need,
