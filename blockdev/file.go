@@ -84,7 +84,7 @@ func (f *File) open(size int64) error {
 	s.punch.Store(!s.readOnly && canPunch(s.fd, st.Size))
 	var fs unix.Statfs_t
 	if unix.Fstatfs(s.fd, &fs) == nil && fs.Type == unix.TMPFS_MAGIC {
-		s.copyMax = tmpfsCopyMax
+		s.copyMax, s.inMemory = tmpfsCopyMax, true
 	}
 	return nil
 }
@@ -135,6 +135,9 @@ func (f *File) Sync(off, n int64) error { return f.s.sync(off, n) }
 // Discard implements Store: holes punched in whole pages, the partial
 // pages at the edges zeroed.
 func (f *File) Discard(off, n int64) error { return f.s.discard(off, n) }
+
+// InMemory implements InMemory: true for a file on tmpfs.
+func (f *File) InMemory() bool { return f.s.inMemory }
 
 // Close implements Store. It fails, and the store stays open, while memory
 // regions are registered in the mapping.

@@ -23,6 +23,8 @@ type mapped struct {
 	// copyMax is the longest write stored through the mapping rather than
 	// with pwrite (see writeAt): 0 but on tmpfs.
 	copyMax int
+	// inMemory: the file is on tmpfs (File.InMemory).
+	inMemory bool
 
 	// punch: fallocate(PUNCH_HOLE) works here, until it fails with
 	// EOPNOTSUPP (Discard then zeroes through the mapping).

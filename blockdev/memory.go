@@ -84,5 +84,8 @@ func (s *Memory) Discard(off, n int64) error {
 	return nil
 }
 
+// InMemory implements InMemory.
+func (s *Memory) InMemory() bool { return true }
+
 // Close implements Store.
 func (s *Memory) Close() error { return s.m.Close() }

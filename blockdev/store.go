@@ -57,6 +57,35 @@ type Store interface {
 	Close() error
 }
 
+// InMemory is implemented by the stores whose Mapping is memory itself: a
+// memory store, a file on tmpfs. Their pages, once allocated, take stores
+// with no writeback fault and no I/O that can fail, so a transport may
+// place write data straight into the Mapping (see transport/lu's
+// Placement) after populating the pages (Populate).
+type InMemory interface {
+	InMemory() bool
+}
+
+// Populate allocates and maps writable the pages of m's octets [off,
+// off+n) (madvise MADV_POPULATE_WRITE), as a store to each would but
+// without one, so that stores into them that follow do not fault. Where a
+// page cannot be allocated (a full tmpfs under a sparse file) it returns
+// the error instead of the SIGBUS a store would get.
+func Populate(m *mem.Mapping, off, n int64) error {
+	b := m.Bytes()
+	if off < 0 || n < 0 || off+n > int64(len(b)) {
+		return fmt.Errorf("blockdev: populate [%d, %d) of a %d-octet mapping", off, off+n, len(b))
+	}
+	a, e := off&^(pageSize-1), min((off+n+pageSize-1)&^(pageSize-1), int64(len(b)))
+	if a >= e {
+		return nil
+	}
+	if err := unix.Madvise(b[a:e], unix.MADV_POPULATE_WRITE); err != nil {
+		return fmt.Errorf("blockdev: madvise(MADV_POPULATE_WRITE) [%d, %d) of %s: %w", a, e, m.Name(), err)
+	}
+	return nil
+}
+
 // Open opens the backing store at path: a block device (size must be 0 or
 // the device's size), or a regular file, created sparse at size when path
 // does not exist (see OpenFile).

@@ -31,6 +31,12 @@ type LU struct {
 	// paged: the mapping is of a file or device, whose pages can fail to
 	// come in (a disk read error, a file truncated under the LU).
 	paged bool
+	// placeable: the store is in memory and writable, so a transport may
+	// place WRITE data straight into its mapping (Placement).
+	placeable bool
+	// populated has a bit per 1 MiB chunk of the store whose pages are
+	// populated for placement (populate); nil unless placeable.
+	populated []atomic.Uint64
 }
 
 // New returns an LU over store. id names it in INQUIRY's device
@@ -47,6 +53,12 @@ func New(id uint64, store blockdev.Store) (*LU, error) {
 			return nil, fmt.Errorf("lu: store mapping shorter than its size %d", store.Size())
 		}
 		l.data = m.Bytes()[:store.Size()]
+		im, ok := store.(blockdev.InMemory)
+		l.placeable = ok && im.InMemory() && m.Writable() && !store.ReadOnly()
+		if l.placeable {
+			chunks := (store.Size() + 1<<populateShift - 1) >> populateShift
+			l.populated = make([]atomic.Uint64, (chunks+63)/64)
+		}
 	}
 	proto := gscsi.NewSBCDevice(api.TYPE_DISK)
 	sbc, ok := proto.(gscsi.SBCSCSIDeviceProtocol)
@@ -175,6 +187,7 @@ func (b *backing) DataSync(off, n int64) error {
 
 func (b *backing) Unmap(ds []api.UnmapBlockDescriptor) error {
 	for _, d := range ds {
+		b.lu.unpopulated(int64(d.Offset), int64(d.TL))
 		if err := b.lu.store.Discard(int64(d.Offset), int64(d.TL)); err != nil {
 			return err
 		}

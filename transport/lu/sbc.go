@@ -100,9 +100,10 @@ func writeSame(_ int, cmd *api.SCSICommand) api.SAMStat {
 	}
 	off, tl := lba<<9, n<<9
 	set := stripes(lba, n)
-	l.lock.lock(set)
+	l.lock.lockDrained(set)
 	defer l.lock.unlock(set)
 	if unmap && block == nil && l.Thin() {
+		l.unpopulated(int64(off), int64(tl))
 		if err := l.store.Discard(int64(off), int64(tl)); err != nil {
 			log.WithField("lu", l.id).Errorf("lu: WRITE SAME with UNMAP: %v", err)
 			return checkCondition(cmd, scsi.SenseMediumError, scsi.ASCWriteError)
@@ -200,13 +201,14 @@ func unmap(_ int, cmd *api.SCSICommand) api.SAMStat {
 	if total > maxUnmapBlocks {
 		return checkCondition(cmd, scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInParameterList)
 	}
-	l.lock.lock(set)
+	l.lock.lockDrained(set)
 	defer l.lock.unlock(set)
 	for i := 0; i < len(d); i += 16 {
 		lba, n := binary.BigEndian.Uint64(d[i:]), uint64(binary.BigEndian.Uint32(d[i+8:]))
 		if n == 0 {
 			continue
 		}
+		l.unpopulated(int64(lba<<9), int64(n<<9))
 		if err := l.store.Discard(int64(lba<<9), int64(n<<9)); err != nil {
 			log.WithField("lu", l.id).Errorf("lu: UNMAP: %v", err)
 			return checkCondition(cmd, scsi.SenseMediumError, scsi.ASCWriteError)
@@ -310,7 +312,7 @@ func compareAndWrite(_ int, cmd *api.SCSICommand) api.SAMStat {
 // read comes with -2, of its write with -1.
 func (l *LU) compareAndSwap(lba, n uint64, verify, write []byte) (int, error) {
 	set := stripes(lba, n)
-	l.lock.lock(set)
+	l.lock.lockDrained(set)
 	defer l.lock.unlock(set)
 	if l.data == nil {
 		// Atomic against this process's commands only (the range lock);

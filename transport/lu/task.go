@@ -91,15 +91,18 @@ func (t *Target) NeedsInBuffer(lun iscsi.LUN, cdb []byte) bool {
 }
 
 // Waits reports whether the command cdb to LUN lun may wait long: one that
-// waits for the medium (SYNCHRONIZE CACHE), or any command to a LU whose
-// store is not in memory, which waits on the network. The transport runs
-// those off its connection's loop (see ExecuteAsync's callers).
+// waits for the medium (SYNCHRONIZE CACHE), any command to a LU whose
+// store is not in memory, which waits on the network, and, on a LU that
+// takes placements, the commands that wait for placements in flight to end
+// (COMPARE AND WRITE, UNMAP, WRITE SAME: see rangeLock), which the
+// connection's loop may be the one to end. The transport runs those off
+// its connection's loop.
 func (t *Target) Waits(lun iscsi.LUN, cdb []byte) bool {
 	if len(cdb) > 0 && (cdb[0] == scsi.SynchronizeCache10 || cdb[0] == scsi.SynchronizeCache16) {
 		return true
 	}
 	l := t.lookup(lun)
-	return l != nil && l.Remote()
+	return l != nil && (l.Remote() || l.placeable && len(cdb) > 0 && drains(cdb[0]))
 }
 
 // lookup returns the LU of lun, nil when none.
