@@ -57,11 +57,14 @@ type rx struct {
 	// end, once the lower layer has verified the segment.
 	verified []byte
 	bounce   []byte // allocated at the first such segment
-	section  bool   // rd is inside a critical section
-	slot     uint32 // receive-queue offset of a Send's receive (from head)
-	sge      int    // SGE of that receive being filled
-	sgeOff   uint32 // offset within it
-	resp     inRead // a validated Read Request, queued at the segment's end
+	// llpVerifies: the lower layer delivers verified segments only
+	// (llp.verifiesFirst), so Verified regions need no staging.
+	llpVerifies bool
+	section     bool   // rd is inside a critical section
+	slot        uint32 // receive-queue offset of a Send's receive (from head)
+	sge         int    // SGE of that receive being filled
+	sgeOff      uint32 // offset within it
+	resp        inRead // a validated Read Request, queued at the segment's end
 
 	// Receive-queue and Read Request sequencing.
 	recvMSN uint32       // MSN of the receive at the head of the queue
@@ -124,6 +127,7 @@ func newRx(c *conn) *rx {
 		c: c, q: q, rd: q.dev.mem.NewReader(),
 		rdone:   make([]recvResult, len(q.rq.slots)),
 		recvMSN: 1, rrMSN: 1,
+		llpVerifies: c.l != nil && c.l.verifiesFirst(),
 	}
 }
 
@@ -357,7 +361,7 @@ func (r *rx) placeTagged(h ddp.Header, to uint64) error {
 		return &protoError{err: taggedError(f), cause: fmt.Errorf("STag %#x TO %#x length %d: %v", h.STag(), to, r.payload, f)}
 	}
 	r.dst = b
-	if acc&mem.Verified != 0 && !r.c.l.verifiesFirst() && len(b) <= maxFPDUPayload {
+	if acc&mem.Verified != 0 && !r.llpVerifies && len(b) <= maxFPDUPayload {
 		if r.bounce == nil {
 			r.bounce = make([]byte, maxFPDUPayload)
 		}

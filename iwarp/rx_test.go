@@ -243,3 +243,60 @@ func TestRxCoreReadResponse(t *testing.T) {
 		t.Fatal("the ORD slot was not freed")
 	}
 }
+
+// A Verified region gets a tagged segment's payload only at the segment's
+// end, which the lower layer reaches once the FPDU's CRC has checked: a
+// segment cut short (a CRC error ends the stream before end) leaves it as
+// it was, whether its payload came through data or a direct read.
+func TestRxCoreVerifiedPlacesAtEnd(t *testing.T) {
+	e, r := coreEnd(t)
+	mr := e.register(mem.PD{}, 64<<10, mem.LocalWrite|mem.RemoteWrite|mem.Verified)
+	region := mr.Bytes()
+	payload := bytes.Repeat([]byte("verified"), 1000)
+	seg := taggedSeg(t, rdmap.OpWrite, mr.STag(), mr.BaseTO()+512, true, payload)
+
+	// Through data, then cut short.
+	r.start(len(seg))
+	if err := r.data(seg[:len(seg)-1]); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(region, make([]byte, len(region))) {
+		t.Fatal("a Verified region changed before its segment's end")
+	}
+	r.start(0) // the next FPDU: the cut segment is forgotten
+	if !bytes.Equal(region, make([]byte, len(region))) {
+		t.Fatal("a Verified region changed by a segment that never ended")
+	}
+
+	// Through a direct read: dest is not the region.
+	r.start(len(seg))
+	if err := r.data(seg[:ddp.TaggedHeaderLen]); err != nil {
+		t.Fatal(err)
+	}
+	dst := r.dest()
+	if len(dst) != len(payload) || &dst[0] == &region[512] {
+		t.Fatalf("dest is %d octets (want %d) and the region itself %v", len(dst), len(payload), &dst[0] == &region[512])
+	}
+	copy(dst, payload)
+	if err := r.placedDirect(len(dst)); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(region, make([]byte, len(region))) {
+		t.Fatal("a Verified region changed before its segment's end")
+	}
+	if err := r.end(); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(region[512:512+len(payload)], payload) || region[511] != 0 || region[512+len(payload)] != 0 {
+		t.Fatal("the verified segment is not exactly in place after its end")
+	}
+
+	// The same through data in small pieces, at another TO.
+	seg = taggedSeg(t, rdmap.OpWrite, mr.STag(), mr.BaseTO()+32768, true, payload)
+	if err := deliver(r, seg, 7); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(region[32768:32768+len(payload)], payload) {
+		t.Fatal("segment delivered in pieces not in place")
+	}
+}
