@@ -82,7 +82,12 @@ func (p *flipProxy) arm(skip int64) { p.armAt.Store(p.seen.Load() + skip) }
 
 // TestCorruptWriteData: a bit flipped in an RDMA Read Response carrying
 // WRITE data fails the command (the target detects the CRC error and drops
-// the connection) and leaves the LUN's octets as they were.
+// the connection), and the LUN never holds an octet the initiator did not
+// send. The WRITE is placed straight into the store (lu.Placement), each
+// FPDU once its CRC has checked: the FPDUs before the corrupted one may
+// have landed, as an interrupted write tears on a disk (SBC-3 leaves a
+// failed WRITE's blocks indeterminate); the corrupted one and all after it
+// must not.
 func TestCorruptWriteData(t *testing.T) {
 	checkGoroutines(t)
 	r := newRig(t, rigOpts{sizes: []int64{4 << 20}})
@@ -103,6 +108,9 @@ func TestCorruptWriteData(t *testing.T) {
 	if !bytes.Equal(before, buf) {
 		t.Fatal("the first write did not land")
 	}
+	if l := r.srv.SessionList(); len(l) != 1 || l[0].PlacedBytes != size {
+		t.Fatalf("sessions %+v: want one, with the first WRITE's %d octets placed straight into the store (this test is about placement)", l, size)
+	}
 
 	rand.New(rand.NewSource(2)).Read(buf)
 	px.arm(size / 2) // well inside the RDMA Read Response's payload
@@ -112,9 +120,19 @@ func TestCorruptWriteData(t *testing.T) {
 		t.Fatal("a WRITE whose data was corrupted on the wire completed GOOD")
 	}
 	t.Logf("corrupted WRITE: %v (status %#x)", err, cmd.Status)
-	if after := r.luns[0].Store().Mapping().Bytes()[:size]; !bytes.Equal(after, before) {
-		t.Fatal("the LUN changed although the write data arrived corrupted")
+	after := r.luns[0].Store().Mapping().Bytes()[:size]
+	for i := range after {
+		if after[i] != before[i] && after[i] != buf[i] {
+			t.Fatalf("LUN octet %d is %#02x: neither the old %#02x nor the %#02x the initiator sent", i, after[i], before[i], buf[i])
+		}
 	}
+	// The flip is size/2 octets into the stream, a little before data
+	// octet size/2 (FPDU headers and CRCs come with the data). Its FPDU,
+	// at most 64 KiB, and everything after it stay as they were.
+	if rest := size/2 + 64<<10; !bytes.Equal(after[rest:], before[rest:]) {
+		t.Fatal("the LUN changed after the corrupted FPDU")
+	}
+
 	// The target serves on: a new session works.
 	s2 := r.dial(t, initiator.Config{TargetName: targetName})
 	if err := pattern(s2, 4096, 8192, 3); err != nil {

@@ -425,10 +425,11 @@ type fuzzSession struct {
 	region   []byte // iSER: the peer's buffer
 
 	// iSER over MPA.
-	fr    *mpa.Framer
-	df    *mpa.Deframer
-	msn   uint32
-	lastR atomic.Uint32 // the sink STag of the last Read Request (its staging)
+	fr      *mpa.Framer
+	df      *mpa.Deframer
+	msn     uint32
+	lastR   atomic.Uint32 // the sink STag of the last Read Request (its staging, or a placed WRITE's window)
+	lastRTO atomic.Uint64 // and its sink TO
 
 	// TCP: the digests in force.
 	hd, dd atomic.Bool
@@ -675,6 +676,7 @@ func (s *fuzzSession) segment(seg []byte) {
 // it lies outside it, the input said not to answer, or a spoiler applies.
 func (s *fuzzSession) answerRead(rr rdmap.ReadRequest) {
 	s.lastR.Store(rr.SinkSTag())
+	s.lastRTO.Store(rr.SinkTO())
 	spoil := int(s.spoil.Swap(spoilNone))
 	if s.flags&fzNoAnswer != 0 || spoil == spoilSkip || rr.SrcSTag() != fuzzRegSTag {
 		return
@@ -1434,8 +1436,15 @@ func (s *fuzzSession) corrupt() {
 			op = rdmap.OpReadResponse
 		}
 		stag := uint32(s.u16())<<8 | uint32(p)
+		to := uint64(s.u16()) * 512
+		if kind%8 == 4 && p&0x80 != 0 {
+			// Into the last RDMA Read's sink, whose Read has been
+			// answered: a placed WRITE's window into the LU must be
+			// closed by then.
+			stag, to = s.lastR.Load(), s.lastRTO.Load()
+		}
 		hdr := make([]byte, ddp.TaggedHeaderLen)
-		ddp.TaggedFields{Last: true, RsvdULP: uint8(rdmap.MakeControl(op)), STag: stag, TO: uint64(s.u16()) * 512}.Encode(hdr)
+		ddp.TaggedFields{Last: true, RsvdULP: uint8(rdmap.MakeControl(op)), STag: stag, TO: to}.Encode(hdr)
 		s.wmu.Lock()
 		b := s.frame(hdr, make([]byte, 64), nil)
 		s.wmu.Unlock()
@@ -1543,6 +1552,7 @@ func fuzzSeeds() []fuzzSeed {
 		{"iser-bad-crc", cat(0, write, wait, badCRC, read)},
 		{"iser-spoiled-read-response", cat(0, spoilCRCOp, writeBig)},
 		{"iser-half-read-response", cat(0, spoilHalfOp, writeBig, wait, tmfAbort)},
+		{"iser-write-into-closed-window", cat(0, writeBig, wait, []byte{10, 4, 0x80, 0, 0, 0, 0}, read)},
 		{"iser-nop-text", cat(0, nop, text)},
 		{"tcp-read", cat(fzTCP, read)},
 		{"tcp-write", cat(fzTCP, write, writeImm, writeBig, read)},

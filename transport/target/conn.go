@@ -48,9 +48,9 @@ type conn struct {
 	obs  Observer // nil: none
 	info atomic.Pointer[SessionInfo]
 	// I/O counts for SessionList, updated as commands are answered.
-	ioCmds, ioRead, ioWritten atomic.Uint64
-	tr                        transport
-	wake                      chan bool // true: work for idle; closed: stop
+	ioCmds, ioRead, ioWritten, ioPlaced atomic.Uint64
+	tr                                  transport
+	wake                                chan bool // true: work for idle; closed: stop
 
 	// Accounting of the connections that have not logged in (Server):
 	// peerIP and loggingIn are the server's, under its lock.

@@ -18,7 +18,8 @@ import (
 // iserTransport carries a session over one iSER connection (RFC 7145):
 // PDUs in Sends with an iSER header, read data by RDMA Write from the
 // store's registered mapping, write data by RDMA Read into the registered
-// staging region.
+// staging region or, for a placed WRITE (lu.Placement), into the store's
+// mapping through a memory window of the command's blocks alone.
 type iserTransport struct {
 	c  *conn
 	ic *iserconn.Conn
@@ -28,14 +29,25 @@ type iserTransport struct {
 	sq            int  // free send queue entries
 	hdr           iser.Header
 	xf            []iserTask // by task index
-	storeMR       map[*lu.LU]*mem.MR
+	// storeMR registers each LU's store mapping for local access: the
+	// source of RDMA Writes of read data.
+	storeMR map[*lu.LU]*mem.MR
+	// windows are each LU's fast-register regions over its store mapping
+	// not in use: a placed WRITE's RDMA Reads write into one, registered
+	// over the command's blocks with remote write access for as long as
+	// they are outstanding (sinkWindow).
+	windows map[*lu.LU][]*mem.MR
 }
 
 // iserTask is what the iSER header of a task's command said about the
-// initiator's buffers (RFC 7145 section 9.1).
+// initiator's buffers (RFC 7145 section 9.1), and the window its placed
+// WRITE's data go through.
 type iserTask struct {
 	rstag, wstag mem.STag
 	rto, wto     uint64
+	win          *mem.MR // nil: none
+	winLU        *lu.LU
+	winOff       int64 // store offset of the window's first octet
 }
 
 // serveISER runs the connection of req from its MPA Request to its end.
@@ -51,7 +63,7 @@ func (c *conn) serveISER(req *iwarp.ConnRequest) {
 		req.Revision(), hdr.ZBVANotSupported(), hdr.SendInvNotSupported())
 	depth := cfg.QueueDepth
 	t := &iserTransport{c: c, sendInv: !hdr.SendInvNotSupported(), sq: 3*depth + 2*extraTasks,
-		xf: make([]iserTask, taskRecords(depth)), storeMR: map[*lu.LU]*mem.MR{}}
+		xf: make([]iserTask, taskRecords(depth)), storeMR: map[*lu.LU]*mem.MR{}, windows: map[*lu.LU][]*mem.MR{}}
 	t.ic, err = iserconn.New(c.srv.dev, iserconn.Config{
 		RecvSlots: depth + extraTasks, RecvData: max(cfg.RecvDataSegment, loginData),
 		SendSlots: depth + extraTasks, SendData: loginData,
@@ -69,6 +81,17 @@ func (c *conn) serveISER(req *iwarp.ConnRequest) {
 		for _, mr := range t.storeMR {
 			c.srv.dev.Deregister(context.Background(), mr)
 		}
+		// Deregistering waits until nothing is being placed through a
+		// window; then no data of a placed WRITE can arrive any more.
+		for _, ws := range t.windows {
+			c.srv.dev.Deregister(context.Background(), ws...)
+		}
+		for ti := range t.xf {
+			if x := &t.xf[ti]; x.win != nil {
+				c.srv.dev.Deregister(context.Background(), x.win) // in use
+			}
+		}
+		c.endPlacements()
 		t.ic.Close()
 	}()
 	var reply [iser.CMHeaderLen]byte
@@ -207,14 +230,81 @@ func (t *iserTransport) writeTO(ti int32, off uint32) uint64 {
 	return t.xf[ti].wto + uint64(off)
 }
 
-// fetch posts an RDMA Read of the write data (RFC 7145 section 7.3.4).
-func (t *iserTransport) fetch(ti int32, dst int, off, n uint32) error {
-	sge := iwarp.SGEOf(t.ic.ExtraMR(), dst, int(n))
+// fetch posts an RDMA Read of the write data (RFC 7145 section 7.3.4):
+// into the staging, or through the task's window into the store.
+func (t *iserTransport) fetch(ti int32, dst dataRef, off, n uint32) error {
+	var sge iwarp.SGE
+	if dst.lu != nil {
+		var err error
+		if sge, err = t.sinkWindow(ti, dst, n); err != nil {
+			return err
+		}
+	} else {
+		sge = iwarp.SGEOf(t.ic.ExtraMR(), int(dst.off), int(n))
+	}
 	if err := t.ic.Post(iwarp.OpRead, uint64(ti), sge, t.xf[ti].wstag, t.writeTO(ti, off)); err != nil {
 		return fmt.Errorf("target: posting an RDMA Read: %w", err)
 	}
 	t.sq--
 	return nil
+}
+
+// placesWrites: RDMA Reads can write into a store's mapping.
+func (t *iserTransport) placesWrites() bool { return true }
+
+// sinkWindow returns the Data Sink of an RDMA Read of n octets into the
+// store at dst, through task ti's window. The task's first fetch
+// registers the window over the rest of its placement, with the remote
+// write access a Read Response needs (RFC 5040 section 6.3: it is placed
+// as a Tagged Buffer of the sink STag); the store's own registration stays
+// local, so the initiator can reach no other blocks.
+func (t *iserTransport) sinkWindow(ti int32, dst dataRef, n uint32) (iwarp.SGE, error) {
+	x := &t.xf[ti]
+	if x.win == nil {
+		p := &t.c.tasks[ti].place
+		free := t.windows[dst.lu]
+		var mr *mem.MR
+		if k := len(free); k > 0 {
+			mr, t.windows[dst.lu] = free[k-1], free[:k-1]
+		} else {
+			var err error
+			if mr, err = t.c.srv.dev.AllocFastReg(t.ic.PD, dst.lu.Store().Mapping(), 0, int(dst.lu.Size()), windowAccess); err != nil {
+				return iwarp.SGE{}, fmt.Errorf("target: a memory window for a placed WRITE: %w", err)
+			}
+			if _, ok := t.windows[dst.lu]; !ok {
+				t.windows[dst.lu] = nil // the LU's pool, until useLUs drops the LU
+			}
+		}
+		end := p.Offset() + p.Len()
+		if _, err := t.c.srv.dev.FastRegister(mr, int(dst.off), int(end-dst.off), windowAccess); err != nil {
+			t.windows[dst.lu] = append(t.windows[dst.lu], mr)
+			return iwarp.SGE{}, fmt.Errorf("target: registering a placed WRITE's window: %w", err)
+		}
+		x.win, x.winLU, x.winOff = mr, dst.lu, dst.off
+	}
+	return iwarp.SGE{STag: x.win.STag(), TO: x.win.BaseTO() + uint64(dst.off-x.winOff), Len: n}, nil
+}
+
+// windowAccess is a placed WRITE's window's: the Read Responses' data are
+// placed only once their CRC has checked (mem.Verified), so a corrupted
+// stream never reaches the store.
+const windowAccess = mem.LocalWrite | mem.RemoteWrite | mem.Verified
+
+// endPlacement invalidates task ti's window, so that the initiator can no
+// longer write the store through it, and keeps it for another task.
+func (t *iserTransport) endPlacement(ti int32) {
+	x := &t.xf[ti]
+	if x.win == nil {
+		return
+	}
+	t.c.srv.dev.Invalidate(x.win.STag(), t.ic.PD)
+	if free, ok := t.windows[x.winLU]; ok {
+		t.windows[x.winLU] = append(free, x.win)
+	} else {
+		// The LU is no longer served: useLUs deregistered its pool.
+		t.c.srv.dev.Deregister(context.Background(), x.win)
+	}
+	x.win, x.winLU = nil, nil
 }
 
 // cancel gives up nothing: RDMA Reads are answered by the initiator's
@@ -261,6 +351,13 @@ func (t *iserTransport) useLUs(tg *lu.Target) error {
 			// Waits for RDMA Writes still reading it.
 			t.c.srv.dev.Deregister(context.Background(), mr)
 			delete(t.storeMR, l)
+		}
+	}
+	for l, ws := range t.windows {
+		if !keep[l] {
+			// A window in use stays with its task until endPlacement.
+			t.c.srv.dev.Deregister(context.Background(), ws...)
+			delete(t.windows, l)
 		}
 	}
 	return nil

@@ -44,6 +44,9 @@ type SessionInfo struct {
 	// Commands answered, and octets of data moved to (Read) and from
 	// (Written) the initiator, so far.
 	Commands, ReadBytes, WrittenBytes uint64
+	// PlacedBytes are the octets of WrittenBytes that the transport
+	// placed straight into the store (lu.Placement), not through staging.
+	PlacedBytes uint64
 }
 
 // SessionParams are the negotiated operational parameters an operator

@@ -38,10 +38,11 @@ type task struct {
 	edtl     uint32
 	stOff    int // staging run, when stLen > 0
 	stLen    int
-	nextRead uint32    // octets of write data fetched or being fetched
-	unsol    uint32    // octets of write data that came with the command
-	reads    int       // RDMA Reads outstanding
-	arrived  time.Time // when the command came (for the Observer)
+	nextRead uint32       // octets of write data fetched or being fetched
+	unsol    uint32       // octets of write data that came with the command
+	reads    int          // RDMA Reads outstanding
+	place    lu.Placement // write data placed straight into the store, when Active
+	arrived  time.Time    // when the command came (for the Observer)
 	exec     lu.Task
 	async    asyncArgs // while stRunning on a worker
 }
@@ -96,6 +97,9 @@ func (c *conn) command(bhs iscsi.BHS, imm []byte) error {
 		// All data came with the command: execute from the receive
 		// buffer before it is posted again.
 		c.execute(t, imm)
+	case t.write && edtl > 0 && c.place(t, imm):
+		t.nextRead, t.unsol = uint32(len(imm)), uint32(len(imm))
+		t.state = stFetch
 	case t.write && edtl > 0:
 		off, ok := c.staging.Get(int(edtl))
 		if !ok {
@@ -116,6 +120,26 @@ func (c *conn) command(bhs iscsi.BHS, imm []byte) error {
 		t.state = stStaging
 	}
 	return c.advance(ti)
+}
+
+// place starts placing task t's write data straight into its LU's store
+// (lu.Placement) where the transport and the LU allow, with imm, the data
+// that came with the command, stored at once. false: stage them.
+func (c *conn) place(t *task, imm []byte) bool {
+	if !c.tr.placesWrites() {
+		return false
+	}
+	p, ok := c.tgt.Place(&t.exec, t.lun, t.cdb[:t.cdbLen], t.edtl)
+	if !ok {
+		return false
+	}
+	if err := p.CopyIn(imm); err != nil {
+		p.End()
+		c.log.Warnf("target: %v; staging the WRITE instead", err)
+		return false
+	}
+	t.place = p
+	return true
 }
 
 var invalidFieldSense = [18]byte{0: scsi.SenseFixedCurrent, 2: scsi.SenseIllegalRequest, 7: 10, 12: scsi.ASCInvalidFieldInCDB >> 8}
@@ -186,7 +210,11 @@ func (c *conn) advance(ti int32) error {
 					return nil
 				}
 				n := min(t.edtl-t.nextRead, c.maxBurst)
-				if err := c.tr.fetch(ti, t.stOff+int(t.nextRead), t.nextRead, n); err != nil {
+				dst := dataRef{off: int64(t.stOff) + int64(t.nextRead)}
+				if t.place.Active() {
+					dst = dataRef{lu: t.place.LU(), off: t.place.Offset() + int64(t.nextRead)}
+				}
+				if err := c.tr.fetch(ti, dst, t.nextRead, n); err != nil {
 					return err
 				}
 				t.reads++
@@ -200,6 +228,13 @@ func (c *conn) advance(ti int32) error {
 			}
 			t.state = stExec
 		case stExec:
+			if t.place.Active() {
+				c.endPlace(ti)
+				c.tgt.ExecutePlaced(&t.exec, &t.place)
+				c.ioPlaced.Add(uint64(t.place.Len()))
+				t.state = stRespond
+				continue
+			}
 			var out []byte
 			if t.write && t.stLen > 0 {
 				out = c.stagingBuf(t)
@@ -416,12 +451,33 @@ func (c *conn) release(ti int32) {
 		c.staging.Put(t.stOff, t.stLen)
 		t.stLen = 0
 	}
+	c.endPlace(ti)
 	if t.windowed {
 		t.windowed = false
 		c.busy--
 	}
 	t.state = stFree
 	c.free = append(c.free, ti)
+}
+
+// endPlace ends task ti's placement, if it has one, once no more of its
+// data can arrive: the transport stops the initiator placing into the
+// store, and commands waiting to lock the blocks may go on.
+func (c *conn) endPlace(ti int32) {
+	if t := &c.tasks[ti]; t.place.Active() {
+		c.tr.endPlacement(ti)
+		t.place.End()
+	}
+}
+
+// endPlacements ends the placements of every task: the transport calls it
+// when its connection is closed and no more data can be placed.
+func (c *conn) endPlacements() {
+	for ti := range c.tasks {
+		if t := &c.tasks[ti]; t.place.Active() {
+			t.place.End()
+		}
+	}
 }
 
 func (c *conn) popSlot() int {

@@ -314,6 +314,7 @@ func (s *Server) SessionList() []SessionInfo {
 	for c := range s.conns {
 		info := *c.info.Load()
 		info.Commands, info.ReadBytes, info.WrittenBytes = c.ioCmds.Load(), c.ioRead.Load(), c.ioWritten.Load()
+		info.PlacedBytes = c.ioPlaced.Load()
 		list = append(list, info)
 	}
 	s.mu.Unlock()

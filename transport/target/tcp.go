@@ -435,14 +435,20 @@ func (t *tcpTransport) command(ti int32, cmd iscsi.SCSICommand, imm int) bool {
 
 // fetch queues a burst of write data and solicits it when no R2T of the
 // task is outstanding (MaxOutstandingR2T is 1).
-func (t *tcpTransport) fetch(ti int32, dst int, off, n uint32) error {
+func (t *tcpTransport) fetch(ti int32, dst dataRef, off, n uint32) error {
 	x := &t.xf[ti]
-	x.queue = append(x.queue, tcpBurst{dst: dst, off: off, n: n})
+	x.queue = append(x.queue, tcpBurst{dst: int(dst.off), off: off, n: n})
 	if x.r2tOut {
 		return nil
 	}
 	return t.solicit(ti)
 }
+
+// placesWrites: Data-Out PDUs are read into the staging by the reader
+// goroutine; reading them into the store is not done yet.
+func (t *tcpTransport) placesWrites() bool { return false }
+
+func (t *tcpTransport) endPlacement(int32) {}
 
 // cancel gives up task ti's bursts: those queued, and the solicited one
 // unless its completion is already on its way to the loop or the reader is

@@ -48,8 +48,17 @@ type transport interface {
 	// description as a protocol error.
 	command(ti int32, cmd iscsi.SCSICommand, imm int) bool
 	// fetch asks for octets [off, off+n) of task ti's write data, into
-	// staging()[dst:]; the transport calls fetched(ti, ok) when they are in.
-	fetch(ti int32, dst int, off, n uint32) error
+	// dst: the staging, or, for a task with a placement (placesWrites),
+	// the LU's store. The transport calls fetched(ti, ok) when they are in.
+	fetch(ti int32, dst dataRef, off, n uint32) error
+	// placesWrites reports whether fetch can place write data straight
+	// into an LU's store (lu.Placement).
+	placesWrites() bool
+	// endPlacement is told that task ti's placement ends: no fetch of it
+	// is outstanding, and the initiator must not reach the store through
+	// it any longer. The transport calls the core's endPlacements once
+	// its connection is closed.
+	endPlacement(ti int32)
 	// cancel stops waiting for task ti's write data (the task is aborted).
 	// It returns how many of the task's outstanding fetches it gave up at
 	// once, whose fetched will never be called; any other ends as usual
@@ -70,8 +79,9 @@ type transport interface {
 	disconnect()
 }
 
-// dataRef names where data-in comes from: octets of an LU's store mapping
-// from offset off, or of the staging region when lu is nil.
+// dataRef names where data-in comes from or write data go: octets of an
+// LU's store mapping from offset off, or of the staging region when lu is
+// nil.
 type dataRef struct {
 	lu  *lu.LU
 	off int64
