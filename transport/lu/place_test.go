@@ -201,23 +201,6 @@ func TestPlaceStores(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(shm) })
-	open := func(dir string, readOnly bool) blockdev.Store {
-		path := filepath.Join(dir, "img")
-		if _, err := os.Stat(path); err != nil {
-			if err := os.WriteFile(path, nil, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Truncate(path, 4*mib); err != nil {
-				t.Fatal(err)
-			}
-		}
-		st, err := blockdev.OpenFile(path, 0, readOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		return st
-	}
 	mem, err := blockdev.NewMemory(4 * mib)
 	if err != nil {
 		t.Fatal(err)
@@ -227,10 +210,10 @@ func TestPlaceStores(t *testing.T) {
 	if unix.Statfs(disk, &fs) == nil && fs.Type == unix.TMPFS_MAGIC {
 		disk = "" // TMPDIR on tmpfs: no disk file system to try
 	}
-	stores := []blockdev.Store{mem, open(shm, false), open(shm, true)}
+	stores := []blockdev.Store{mem, openImg(t, shm, false), openImg(t, shm, true)}
 	want := []bool{true, true, false}
 	if disk != "" {
-		stores, want = append(stores, open(disk, false)), append(want, false)
+		stores, want = append(stores, openImg(t, disk, false)), append(want, false)
 	}
 	tg := targetOf(t, stores...)
 	for i, w := range want {
@@ -267,19 +250,7 @@ func TestPlaceFullTmpfs(t *testing.T) {
 		t.Skipf("cannot mount a tmpfs: %v", err)
 	}
 	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
-	path := filepath.Join(dir, "img")
-	if err := os.WriteFile(path, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(path, 4*mib); err != nil {
-		t.Fatal(err)
-	}
-	st, err := blockdev.OpenFile(path, 0, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	tg := targetOf(t, st)
+	tg := targetOf(t, openImg(t, dir, false))
 	var task Task
 	cdb := cdb16(scsi.Write16, 0, 2048, 2048)
 	if p, ok := tg.Place(&task, lun(t, 0), cdb, mib); ok {
@@ -288,4 +259,24 @@ func TestPlaceFullTmpfs(t *testing.T) {
 	}
 	tg.Execute(&task, lun(t, 0), cdb, make([]byte, mib), nil)
 	expect(t, &task, keyMediumError, ascWriteError)
+}
+
+// openImg opens dir/img as a file store, creating it sparse at 4 MiB first
+// (writable) when it is not there.
+func openImg(t *testing.T, dir string, readOnly bool) blockdev.Store {
+	t.Helper()
+	path := filepath.Join(dir, "img")
+	if _, err := os.Stat(path); err != nil {
+		st, err := blockdev.OpenFile(path, 4*mib, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Close()
+	}
+	st, err := blockdev.OpenFile(path, 0, readOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }
