@@ -12,10 +12,13 @@ var haveFold = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VPC
 var haveFoldAVX2 = !haveFold && cpu.X86.HasAVX2 && cpu.X86.HasPCLMULQDQ && cpu.X86.HasSSE42 && cpuid7ecx()&(1<<10) != 0
 
 // foldAVX2 is fold on 256-bit registers, for len(p) a multiple of 64
-// (at least 256), returning the raw register.
+// (at least 256), returning the raw register. With s not empty (240*m
+// octets, len(p) then 256*(m+1)), it also runs the CRC32 instruction over
+// s's three thirds from zero registers in the same loop, into crcs (see
+// foldUpdateAVX2).
 //
 //go:noescape
-func foldAVX2(reg uint32, p []byte) uint32
+func foldAVX2(reg uint32, p, s []byte, crcs *[3]uint32) uint32
 
 func cpuid7ecx() uint32
 

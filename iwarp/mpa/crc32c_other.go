@@ -14,4 +14,6 @@ func foldSpread(reg uint32, p []byte, fpduptr uint16, dst *byte) uint32 {
 	panic("mpa: no folding CRC32c on this CPU")
 }
 
-func foldAVX2(reg uint32, p []byte) uint32 { panic("mpa: no folding CRC32c on this CPU") }
+func foldAVX2(reg uint32, p, s []byte, crcs *[3]uint32) uint32 {
+	panic("mpa: no folding CRC32c on this CPU")
+}
