@@ -333,6 +333,13 @@ interval:
 	VPXOR Y9, A, A \
 	VPXOR B, A, A
 
+// One 8-octet word at off of each of the three CRC32 streams (foldAVX2's
+// fused loop).
+#define CRC3(off) \
+	CRC32Q off(R8), R12 \
+	CRC32Q off(R10), R13 \
+	CRC32Q off(R11), BX
+
 // func foldAVX2(reg uint32, p, s []byte, crcs *[3]uint32) uint32
 //
 // fold for CPUs with VPCLMULQDQ but without AVX-512: the same constants
@@ -382,43 +389,23 @@ TEXT ·foldAVX2(SB), NOSPLIT, $0-68
 
 loopfused:
 	FOLDY(Y0, 0(SI))
-	CRC32Q 0(R8), R12
-	CRC32Q 0(R10), R13
-	CRC32Q 0(R11), BX
-	CRC32Q 8(R8), R12
+	CRC3(0)
+	CRC3(8)
 	FOLDY(Y1, 32(SI))
-	CRC32Q 8(R10), R13
-	CRC32Q 8(R11), BX
-	CRC32Q 16(R8), R12
-	CRC32Q 16(R10), R13
+	CRC3(16)
 	FOLDY(Y2, 64(SI))
-	CRC32Q 16(R11), BX
-	CRC32Q 24(R8), R12
-	CRC32Q 24(R10), R13
-	CRC32Q 24(R11), BX
+	CRC3(24)
 	FOLDY(Y3, 96(SI))
-	CRC32Q 32(R8), R12
-	CRC32Q 32(R10), R13
-	CRC32Q 32(R11), BX
-	CRC32Q 40(R8), R12
+	CRC3(32)
 	FOLDY(Y4, 128(SI))
-	CRC32Q 40(R10), R13
-	CRC32Q 40(R11), BX
-	CRC32Q 48(R8), R12
-	CRC32Q 48(R10), R13
+	CRC3(40)
+	CRC3(48)
 	FOLDY(Y5, 160(SI))
-	CRC32Q 48(R11), BX
-	CRC32Q 56(R8), R12
-	CRC32Q 56(R10), R13
-	CRC32Q 56(R11), BX
+	CRC3(56)
 	FOLDY(Y6, 192(SI))
-	CRC32Q 64(R8), R12
-	CRC32Q 64(R10), R13
-	CRC32Q 64(R11), BX
+	CRC3(64)
 	FOLDY(Y7, 224(SI))
-	CRC32Q 72(R8), R12
-	CRC32Q 72(R10), R13
-	CRC32Q 72(R11), BX
+	CRC3(72)
 	ADDQ $256, SI
 	SUBQ $256, CX
 	ADDQ $80, R8
