@@ -86,7 +86,17 @@ func TestKernelAdaptationIndication(t *testing.T) {
 			go func() {
 				nfd, _, err := unix.Accept(lfd)
 				if err == nil {
-					unix.Read(nfd, make([]byte, 64)) // until the abort or close
+					// Until the abort or close. One read is not enough: a
+					// notification can end it early, and closing then
+					// would take the association away from the dialer
+					// between its handshake and its SCTP_STATUS (EINVAL,
+					// seen once in CI).
+					b := make([]byte, 64)
+					for {
+						if n, err := unix.Read(nfd, b); err != nil || n == 0 {
+							break
+						}
+					}
 					unix.Close(nfd)
 				}
 			}()
