@@ -77,12 +77,11 @@ func (c *conn) serveISER(req *iwarp.ConnRequest) {
 	}
 	defer func() {
 		t.ic.QP.Close()
-		c.stopWorkers() // a slow command still running uses the LU
-		for _, mr := range t.storeMR {
-			c.srv.dev.Deregister(context.Background(), mr)
-		}
 		// Deregistering waits until nothing is being placed through a
-		// window; then no data of a placed WRITE can arrive any more.
+		// window; then no data of a placed WRITE can arrive any more,
+		// and its placement ends. That comes before stopWorkers: a
+		// worker's COMPARE AND WRITE, UNMAP or WRITE SAME may be waiting
+		// for these placements to end.
 		for _, ws := range t.windows {
 			c.srv.dev.Deregister(context.Background(), ws...)
 		}
@@ -92,6 +91,10 @@ func (c *conn) serveISER(req *iwarp.ConnRequest) {
 			}
 		}
 		c.endPlacements()
+		c.stopWorkers() // a slow command still running uses the LU
+		for _, mr := range t.storeMR {
+			c.srv.dev.Deregister(context.Background(), mr)
+		}
 		t.ic.Close()
 	}()
 	var reply [iser.CMHeaderLen]byte

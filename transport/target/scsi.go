@@ -93,9 +93,13 @@ func (c *conn) command(bhs iscsi.BHS, imm []byte) error {
 		return c.advance(ti)
 	}
 	switch {
-	case t.write && uint32(len(imm)) == edtl && edtl > 0:
+	case t.write && uint32(len(imm)) == edtl && edtl > 0 && !c.tgt.Waits(t.lun, cdb):
 		// All data came with the command: execute from the receive
-		// buffer before it is posted again.
+		// buffer before it is posted again. A command that may wait
+		// (lu.Target.Waits) is staged below and runs on a worker like
+		// any other: COMPARE AND WRITE, UNMAP and WRITE SAME wait for
+		// the placed WRITEs in flight on their blocks, which this loop
+		// must go on serving.
 		c.execute(t, imm)
 	case t.write && edtl > 0 && c.place(t, imm):
 		t.nextRead, t.unsol = uint32(len(imm)), uint32(len(imm))
