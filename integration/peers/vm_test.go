@@ -45,10 +45,14 @@ func TestPeers(t *testing.T) {
 	start := time.Now()
 	out, err := vmlab.Run(t, lab, "-d", dir, "-t", strconv.Itoa(limit), "--", "./"+guestBinary, "-test.v",
 		"-test.timeout", strconv.Itoa(limit-50)+"s", "-test.run", run)
-	t.Logf("guest output (%.0f s):\n%s", time.Since(start).Seconds(), out)
+	// The failures first: CI keeps the head and the tail of a long log.
 	if err != nil {
 		t.Errorf("guest tests: %v (exit 124 is run-vm.sh's %d s limit)", err, limit)
 	}
+	if f := vmlab.Failures(out); f != "" {
+		t.Errorf("failed in the guest:\n%s", f)
+	}
+	t.Logf("guest output (%.0f s):\n%s", time.Since(start).Seconds(), out)
 	for _, name := range wanted {
 		if !regexp.MustCompile(`--- (PASS|SKIP): ` + name + ` `).Match(out) {
 			t.Errorf("%s did not pass in the guest", name)

@@ -58,9 +58,16 @@ func TestKernelSCTP(t *testing.T) {
 	}
 	start := time.Now()
 	out, err := vmlab.Run(t, lab, "-d", dir, "-t", "1200", "-M", "sctp", "-s", filepath.Join(dir, "guest.sh"))
+	// The failures first: CI keeps the head and the tail of a long log.
+	if err != nil {
+		t.Errorf("guest: %v", err)
+	}
+	if f := vmlab.Failures(out); f != "" {
+		t.Errorf("failed in the guest:\n%s", f)
+	}
 	t.Logf("guest output (%.0f s):\n%s", time.Since(start).Seconds(), out)
 	if err != nil {
-		t.Fatalf("guest: %v", err)
+		t.FailNow()
 	}
 	for _, r := range guestRuns {
 		if !bytes.Contains(out, []byte(fmt.Sprintf("=== guest: %s exit 0\n", r.name))) {
