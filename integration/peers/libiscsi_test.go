@@ -2,11 +2,14 @@ package peers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"regexp"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -128,14 +131,40 @@ func TestGuestLibiscsi(t *testing.T) {
 			results[name], outs[name] = ok, out
 		}
 	}
+	var crashes []string
 	for _, name := range all {
 		if _, ran := results[name]; !ran && inSpecs(name, specs) {
-			out, _ := runCU(t, "ALL."+name, ours)
-			ok, ran := conformance.Parse(out)[name]
-			results[name], outs[name] = ran && ok, out
+			// A run in which iscsi-test-cu dies of a signal judges
+			// nothing: libiscsi's iSER crashes now and then, more often
+			// on a busy host (two guests under TCG). Such a test runs
+			// again, up to crashRuns times in all (the listed ones,
+			// known to crash, once).
+			_, listed := libiscsiISER[name]
+			for run := 1; ; run++ {
+				out, err := runCU(t, "ALL."+name, ours)
+				ok, ran := conformance.Parse(out)[name]
+				if listed {
+					results[name], outs[name] = ran && ok, out
+					break
+				}
+				if !ran && crashed(err) && run < crashRuns {
+					t.Logf("%s: iscsi-test-cu crashed (%v) in run %d; running it again", name, err, run)
+					continue
+				}
+				if !ran && crashed(err) {
+					crashes = append(crashes, name)
+					t.Logf("%s: iscsi-test-cu crashed in each of %d runs, not judged:\n%s", name, run, out)
+					break
+				}
+				results[name], outs[name] = ran && ok, out
+				break
+			}
 		}
 	}
 	t.Logf("iscsi-test-cu over iSER against ddptarget: %d tests in %.0f s", len(results), time.Since(start).Seconds())
+	if len(crashes) > maxCrashes {
+		t.Errorf("iscsi-test-cu crashed in every run of %d tests (%s): too many to call libiscsi's", len(crashes), strings.Join(crashes, ", "))
+	}
 	for name := range libiscsiFlaky {
 		if ok, ran := results[name]; ran {
 			t.Logf("%s (crashes now and then, not judged): passed %v", name, ok)
@@ -252,6 +281,25 @@ func runCU(t *testing.T, spec, url string) (string, error) {
 		err = fmt.Errorf("%s: no end within two minutes", spec)
 	}
 	return string(out), err
+}
+
+// crashRuns is how many times a test runs in which iscsi-test-cu keeps
+// dying of a signal before it is left unjudged.
+const crashRuns = 3
+
+// maxCrashes is how many tests may be left unjudged so: more, and the
+// crashes say more about the target than about libiscsi.
+const maxCrashes = 2
+
+// crashed reports whether iscsi-test-cu's run ended by a signal: a
+// segfault in libiscsi's iSER, or glibc aborting on a corrupted heap.
+func crashed(err error) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() != syscall.SIGKILL // SIGKILL: the two minutes ran out
 }
 
 // excerpt is the part of iscsi-test-cu's output about one test.
