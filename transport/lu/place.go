@@ -1,6 +1,7 @@
 package lu
 
 import (
+	"errors"
 	"runtime/debug"
 
 	"github.com/ddpstore/ddpstore/blockdev"
@@ -147,11 +148,7 @@ func (p *Placement) CopyIn(b []byte) (err error) {
 	return nil
 }
 
-var errFault = faultError("lu: memory fault storing into the store's mapping")
-
-type faultError string
-
-func (e faultError) Error() string { return string(e) }
+var errFault = errors.New("lu: memory fault storing into the store's mapping")
 
 // End ends the placement: commands waiting to lock its blocks may go on.
 // It is idempotent. The transport ends a placement only when nothing more
@@ -167,8 +164,7 @@ func (p *Placement) End() {
 // Execute answers a staged one: GOOD, after a Sync of the range for Force
 // Unit Access or WRITE AND VERIFY. It does not end the placement.
 func (t *Target) ExecutePlaced(task *Task, p *Placement) {
-	task.Status, task.Sense, task.DataIn, task.FromStore, task.StoreOffset, task.LU = scsi.StatusGood, nil, nil, false, 0, nil
-	task.Produced, task.DataOutLength = 0, uint32(p.n)
+	task.reset(uint32(p.n))
 	if !p.fua {
 		return
 	}

@@ -114,15 +114,20 @@ func (t *Target) lookup(lun iscsi.LUN) *LU {
 	return t.luns[num]
 }
 
+// reset clears the results of the task's last command: GOOD, no sense,
+// no data in, out octets received.
+func (task *Task) reset(out uint32) {
+	task.Status, task.Sense, task.DataIn, task.FromStore, task.StoreOffset, task.LU = scsi.StatusGood, nil, nil, false, 0, nil
+	task.Produced, task.DataOutLength = 0, out
+}
+
 // Execute runs the command cdb on LUN lun. out holds its data-out octets
 // (nil when none): exactly what the initiator sent, which may be more or
 // less than the CDB asks for (task.DataOutLength). Data-in of a command
 // that is not a READ is written into inBuf, which the caller sizes to the
 // command's expected data transfer length. Results are in task.
 func (t *Target) Execute(task *Task, lun iscsi.LUN, cdb, out, inBuf []byte) {
-	task.Status, task.Sense, task.DataIn, task.FromStore, task.StoreOffset, task.LU = scsi.StatusGood, nil, nil, false, 0, nil
-	task.Produced = 0
-	task.DataOutLength = uint32(len(out))
+	task.reset(uint32(len(out)))
 	if len(cdb) == 0 || len(cdb) > len(task.cdb) {
 		task.setSense(scsi.SenseIllegalRequest, scsi.ASCInvalidFieldInCDB)
 		return
