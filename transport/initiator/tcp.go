@@ -119,7 +119,10 @@ func (t *tcpTransport) loginConfig(ic *login.InitiatorConfig) {
 }
 
 // negotiated switches the digests on and bounds immediate data by
-// FirstBurstLength and the target's MaxRecvDataSegmentLength.
+// FirstBurstLength and the target's MaxRecvDataSegmentLength. The send
+// slots, sized for login PDUs, grow to hold that much immediate data
+// (the session copies it in after the BHS): a target declaring more than
+// 8 KiB must not make a write overrun them.
 func (t *tcpTransport) negotiated(p login.Params) int {
 	t.peerMaxSeg.Store(p.PeerMaxRecvDataSegmentLength)
 	t.digests.Header.Store(p.HeaderDigest)
@@ -127,7 +130,13 @@ func (t *tcpTransport) negotiated(p login.Params) int {
 	if !p.ImmediateData {
 		return 0
 	}
-	return int(min(p.FirstBurstLength, p.PeerMaxRecvDataSegmentLength))
+	imm := int(min(p.FirstBurstLength, p.PeerMaxRecvDataSegmentLength))
+	if need := iscsi.BHSLen + imm + 4; need > len(t.slots[0]) {
+		for i := range t.slots {
+			t.slots[i] = make([]byte, need)
+		}
+	}
+	return imm
 }
 
 func (t *tcpTransport) sendBuf(slot int) []byte { return t.slots[slot] }
