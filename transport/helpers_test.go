@@ -72,7 +72,13 @@ func newRig(t testing.TB, o rigOpts) *rig {
 			t.Fatal(err)
 		}
 		r.luns[uint16(i)] = l
-		t.Cleanup(func() { st.Close() })
+		t.Cleanup(func() {
+			// After the server's close: a store still registered or
+			// held by a transport is a leak.
+			if err := st.Close(); err != nil {
+				t.Errorf("closing a store after the server: %v", err)
+			}
+		})
 	}
 	tg, err := lu.NewTarget(targetName, r.luns)
 	if err != nil {

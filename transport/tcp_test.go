@@ -33,7 +33,7 @@ func TestISCSIOverTCP(t *testing.T) {
 	checkGoroutines(t)
 	r := newRig(t, rigOpts{sizes: []int64{64 << 20}, tcp: true, cfg: target.Config{FirstBurst: 64 << 10, MaxBurst: 256 << 10, Log: testLog(t)}})
 	iser := r.dial(t, initiator.Config{TargetName: targetName, InitiatorName: "iqn.2026-11.io.ddpstore:iser"})
-	for _, c := range []struct {
+	for i, c := range []struct {
 		name   string
 		cfg    initiator.Config
 		digest bool
@@ -45,6 +45,7 @@ func TestISCSIOverTCP(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := c.cfg
 			cfg.TargetName = targetName
+			cfg.InitiatorName = fmt.Sprintf("iqn.2026-11.io.ddpstore:tcp%d", i)
 			s := r.dialTCP(t, cfg)
 			if p := s.Params(); p.RDMAExtensions || p.HeaderDigest != c.digest || p.DataDigest != c.digest {
 				t.Fatalf("negotiated RDMAExtensions %v, digests %v/%v", p.RDMAExtensions, p.HeaderDigest, p.DataDigest)
@@ -74,6 +75,23 @@ func TestISCSIOverTCP(t *testing.T) {
 			close(errs)
 			for err := range errs {
 				t.Fatal(err)
+			}
+			// WRITEs of 32 KiB and more went straight into the memory
+			// LU, unless data digests are on: data must pass their
+			// digest before they may reach the store.
+			var placed, written uint64
+			for _, si := range r.srv.SessionList() {
+				if si.Initiator == cfg.InitiatorName {
+					placed, written = si.PlacedBytes, si.WrittenBytes
+				}
+			}
+			switch {
+			case written == 0:
+				t.Errorf("the session %s wrote nothing, by SessionList", cfg.InitiatorName)
+			case c.digest && placed != 0:
+				t.Errorf("%d of %d octets placed with data digests on", placed, written)
+			case !c.digest && placed < 16*128<<10:
+				t.Errorf("%d of %d octets placed, want at least the 16 concurrent 128 KiB WRITEs'", placed, written)
 			}
 		})
 	}

@@ -128,6 +128,15 @@ func (m *Mapping) Close() error {
 	return nil
 }
 
+// Hold returns bytes [off, off+n) of the mapping for writing outside any
+// memory registration (iSCSI over TCP reads Data-Out straight into a store
+// this way) and counts the use as a registration: Close fails with ErrBusy
+// until Release.
+func (m *Mapping) Hold(off, n int) ([]byte, error) { return m.hold(off, n, true) }
+
+// Release ends one Hold.
+func (m *Mapping) Release() { m.release() }
+
 // hold returns bytes [off, off+n) of the mapping for a new registration and
 // counts it, so that Close waits for its deregistration.
 func (m *Mapping) hold(off, n int, write bool) ([]byte, error) {

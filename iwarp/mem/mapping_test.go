@@ -69,6 +69,35 @@ func TestCloseBusy(t *testing.T) {
 	}
 }
 
+func TestHold(t *testing.T) {
+	m := anon(t, 2*pageSize)
+	b, err := m.Hold(pageSize, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) != 100 || &b[0] != &m.Bytes()[pageSize] {
+		t.Fatalf("Hold(%d, 100) = %d octets elsewhere", pageSize, len(b))
+	}
+	if err := m.Close(); !errors.Is(err, ErrBusy) {
+		t.Fatalf("Close while held: %v, want ErrBusy", err)
+	}
+	m.Release()
+	if err := m.Close(); err != nil {
+		t.Fatalf("Close after Release: %v", err)
+	}
+	if _, err := m.Hold(0, 1); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Hold in a closed mapping: %v, want ErrClosed", err)
+	}
+	ro := anon(t, pageSize)
+	ro.writable = false
+	if _, err := ro.Hold(0, 1); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("Hold of a read-only mapping: %v, want ErrReadOnly", err)
+	}
+	if _, err := ro.Hold(1, pageSize); !errors.Is(err, ErrRange) {
+		t.Fatalf("Hold beyond the end: %v, want ErrRange", err)
+	}
+}
+
 // tempFile writes a file of n bytes, byte i being i%251, and returns its path.
 func tempFile(t *testing.T, n int) (string, []byte) {
 	t.Helper()

@@ -82,6 +82,10 @@ type conn struct {
 	closeWhy             error
 	immediate            bool // ImmediateData=Yes
 	firstBurst, maxBurst uint32
+	// recvData is the longest data segment the target declared it takes
+	// (TargetRecvDataSegmentLength over iSER, MaxRecvDataSegmentLength
+	// over TCP): the bound of immediate data.
+	recvData int
 
 	statSN, expCmdSN uint32
 	depth, busy      uint32
@@ -209,6 +213,10 @@ func (c *conn) init() {
 		return p
 	}
 	c.tr.loginConfig(tc)
+	c.recvData = int(tc.Offer.TargetRecvDataSegmentLength)
+	if tc.Traditional {
+		c.recvData = int(tc.Offer.MaxRecvDataSegmentLength)
+	}
 	c.lt = login.NewTarget(tc)
 }
 

@@ -60,7 +60,7 @@ func (c *conn) command(bhs iscsi.BHS, imm []byte) error {
 	}
 	edtl := cmd.ExpectedDataTransferLength()
 	bad := len(imm) > 0 && (!cmd.Write() || !c.immediate || uint32(len(imm)) > min(c.firstBurst, edtl) ||
-		len(imm) > c.srv.cfg.RecvDataSegment)
+		len(imm) > c.recvData)
 	if bad || cmd.Read() && cmd.Write() {
 		c.windowDone(windowed)
 		return c.rejectWhy(bhs, iscsi.RejectProtocolError, fmt.Sprintf("%s: CDB %02xh, R %v, W %v, EDTL %d, %d octets of immediate data (ImmediateData %v)",

@@ -22,7 +22,8 @@ import (
 // initiator's MaxRecvDataSegmentLength; write data beyond the immediate
 // data solicited burst by burst with R2Ts (section 11.8) and taken from
 // the SCSI Data-Out PDUs that answer them (section 11.7.1), straight into
-// the staging region.
+// the staging region, or, for a placed WRITE (lu.Placement) without data
+// digests, straight into the LU's store.
 //
 // A reader goroutine parses the stream: Data-Out data it reads in place,
 // every other PDU into one of a ring of receive buffers that it hands to
@@ -45,7 +46,7 @@ type tcpTransport struct {
 	loginAck chan struct{}
 	quit     chan struct{}
 	readDone chan struct{}
-	maxRecv  int // the longest data segment accepted
+	maxRecv  int // the longest data segment accepted: tcpRecvData
 
 	digests tcpconn.Digests
 	w       tcpconn.Writer
@@ -66,6 +67,16 @@ type tcpTransport struct {
 	extendedAt  time.Time
 	disconnects bool
 }
+
+// tcpRecvData is the MaxRecvDataSegmentLength the target declares over TCP
+// (section 13.12), the longest data segment an initiator may send it.
+// Data-Out segments are read straight into the staging or the store, so
+// long ones cost nothing but save a PDU's reads each: 256 KiB, as the
+// initiator declares, against 8 KiB: 4 Data-Out PDUs per MiB, not 128.
+// Other PDUs go into receive buffers of Config.RecvDataSegment, each grown
+// once when a longer segment (immediate data up to FirstBurstLength)
+// comes.
+const tcpRecvData = 256 << 10
 
 // tcpTask is one task's R2T state (section 11.8).
 type tcpTask struct {
@@ -90,13 +101,20 @@ type tcpTask struct {
 	// discarded (under mu).
 	reading, cancelled bool
 	deadTTT            uint32
+	// held: the store octets of the task's placement, held in their
+	// mapping (mem.Mapping.Hold) from its first fetch to endPlacement, so
+	// that a reload cannot unmap them under the reader. Set by the loop
+	// while the task has no active burst; read by the reader under mu.
+	held    []byte
+	heldMap *mem.Mapping
 }
 
 // tcpBurst is a span of write data: octets [off, off+n) of the command's
-// data, for staging()[dst:].
+// data, for staging()[dst:], or, placed, for the task's held[dst:].
 type tcpBurst struct {
 	dst    int
 	off, n uint32
+	placed bool
 }
 
 // tcpRx is what the reader hands the loop.
@@ -126,7 +144,7 @@ func (c *conn) serveTCP(nc net.Conn) {
 		return
 	}
 	t := &tcpTransport{c: c, nc: nc, stage: stage,
-		maxRecv: max(cfg.RecvDataSegment, loginData), free: make(chan int, n), rx: make(chan tcpRx, n+2),
+		maxRecv: max(cfg.RecvDataSegment, tcpRecvData), free: make(chan int, n), rx: make(chan tcpRx, n+2),
 		loginAck: make(chan struct{}), quit: make(chan struct{}), readDone: make(chan struct{}),
 		xf: make([]tcpTask, taskRecords(cfg.QueueDepth)), peerMaxSeg: loginData}
 	for i := range t.xf {
@@ -134,7 +152,7 @@ func (c *conn) serveTCP(nc net.Conn) {
 	}
 	for i := 0; i < n; i++ {
 		t.slots = append(t.slots, make([]byte, iscsi.BHSLen+loginData+4))
-		t.rbufs = append(t.rbufs, make([]byte, iscsi.BHSLen+t.maxRecv))
+		t.rbufs = append(t.rbufs, make([]byte, iscsi.BHSLen+max(cfg.RecvDataSegment, loginData)))
 		t.free <- i
 	}
 	t.w = tcpconn.Writer{Conn: nc, Digests: &t.digests}
@@ -153,6 +171,10 @@ func (c *conn) serveTCP(nc net.Conn) {
 	close(t.quit)
 	nc.Close()
 	<-t.readDone
+	// Nothing reads into a store any more: placements end (before
+	// stopWorkers, as a worker's UNMAP may wait for them).
+	t.releaseHolds()
+	c.endPlacements()
 	c.stopWorkers() // a slow command still running uses the LU
 	stage.Close()
 	c.ended(err)
@@ -263,6 +285,11 @@ func (t *tcpTransport) read() {
 		}
 		dsl := int(bhs.DataSegmentLength())
 		b := t.rbufs[i]
+		if len(b) < iscsi.BHSLen+dsl {
+			// Once per buffer: then it holds such segments for good.
+			b = make([]byte, iscsi.BHSLen+dsl)
+			t.rbufs[i] = b
+		}
 		copy(b, bhs)
 		if err := t.r.Data(b[iscsi.BHSLen : iscsi.BHSLen+dsl]); err != nil {
 			// Section 7.8: a PDU with a data digest error is discarded; at
@@ -309,7 +336,11 @@ func (t *tcpTransport) dataOut(bhs iscsi.BHS) error {
 			uint64(off)+uint64(dsl) <= uint64(x.burst.off)+uint64(x.burst.n) && d.DataSN() == x.dataSN
 		if ok {
 			p := x.burst.dst + int(off-x.burst.off)
-			dst = t.stage.Bytes()[p : p+dsl]
+			if x.burst.placed {
+				dst = x.held[p : p+dsl]
+			} else {
+				dst = t.stage.Bytes()[p : p+dsl]
+			}
 			x.reading = true
 		} else if x.deadTTT == ttt || x.cancelled && x.ttt == ttt {
 			// Data of an aborted task, sent before the initiator knew:
@@ -378,7 +409,7 @@ func (t *tcpTransport) name() string { return "iscsi-tcp" }
 // data segment length and accepts CRC32C digests when the initiator asks.
 func (t *tcpTransport) loginConfig(tc *login.TargetConfig) {
 	tc.Traditional = true
-	tc.Offer.MaxRecvDataSegmentLength = uint32(t.c.srv.cfg.RecvDataSegment)
+	tc.Offer.MaxRecvDataSegmentLength = uint32(t.maxRecv)
 	tc.Offer.HeaderDigest, tc.Offer.DataDigest = true, true
 }
 
@@ -434,21 +465,58 @@ func (t *tcpTransport) command(ti int32, cmd iscsi.SCSICommand, imm int) bool {
 }
 
 // fetch queues a burst of write data and solicits it when no R2T of the
-// task is outstanding (MaxOutstandingR2T is 1).
+// task is outstanding (MaxOutstandingR2T is 1). A placed task's first
+// fetch holds its placement's octets in the store's mapping.
 func (t *tcpTransport) fetch(ti int32, dst dataRef, off, n uint32) error {
 	x := &t.xf[ti]
-	x.queue = append(x.queue, tcpBurst{dst: int(dst.off), off: off, n: n})
+	b := tcpBurst{dst: int(dst.off), off: off, n: n}
+	if dst.lu != nil {
+		p := &t.c.tasks[ti].place
+		if x.held == nil {
+			m := dst.lu.Store().Mapping()
+			held, err := m.Hold(int(p.Offset()), int(p.Len()))
+			if err != nil {
+				return fmt.Errorf("target: placing a WRITE: %w", err)
+			}
+			t.mu.Lock()
+			x.held, x.heldMap = held, m
+			t.mu.Unlock()
+		}
+		b.dst, b.placed = int(dst.off-p.Offset()), true
+	}
+	x.queue = append(x.queue, b)
 	if x.r2tOut {
 		return nil
 	}
 	return t.solicit(ti)
 }
 
-// placesWrites: Data-Out PDUs are read into the staging by the reader
-// goroutine; reading them into the store is not done yet.
-func (t *tcpTransport) placesWrites() bool { return false }
+// placesWrites: the reader reads Data-Out straight into the store, unless
+// data digests are on: a digest is checked only after its data are read,
+// and data that fail it must not reach the store (they are staged, and the
+// WRITE stays all-or-nothing).
+func (t *tcpTransport) placesWrites() bool { return !t.digests.Data.Load() }
 
-func (t *tcpTransport) endPlacement(int32) {}
+// endPlacement releases task ti's hold on the store: no Data-Out of it is
+// being read, nor will be.
+func (t *tcpTransport) endPlacement(ti int32) {
+	x := &t.xf[ti]
+	if x.held == nil {
+		return
+	}
+	t.mu.Lock()
+	m := x.heldMap
+	x.held, x.heldMap = nil, nil
+	t.mu.Unlock()
+	m.Release()
+}
+
+// releaseHolds releases the holds of every task, once the reader is gone.
+func (t *tcpTransport) releaseHolds() {
+	for ti := range t.xf {
+		t.endPlacement(int32(ti))
+	}
+}
 
 // cancel gives up task ti's bursts: those queued, and the solicited one
 // unless its completion is already on its way to the loop or the reader is
