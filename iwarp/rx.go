@@ -543,8 +543,10 @@ func (r *rx) readRequest(h ddp.Header) error {
 // CRC, an SCTP chunk).
 func (r *rx) end() error {
 	if r.verified != nil {
-		// The lower layer has verified the segment: place it.
-		copy(r.verified, r.bounce[:r.placed])
+		// The lower layer has verified the segment: place it, with
+		// non-temporal stores (Verified regions are the target's
+		// windows into its stores, written and not soon read again).
+		mem.CopyNT(r.verified, r.bounce[:r.placed])
 		r.verified = nil
 	}
 	if r.section {

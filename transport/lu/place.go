@@ -5,6 +5,7 @@ import (
 	"runtime/debug"
 
 	"github.com/ddpstore/ddpstore/blockdev"
+	"github.com/ddpstore/ddpstore/iwarp/mem"
 	"github.com/ddpstore/ddpstore/transport/iscsi"
 	"github.com/ddpstore/ddpstore/transport/scsi"
 	log "github.com/sirupsen/logrus"
@@ -144,7 +145,7 @@ func (p *Placement) CopyIn(b []byte) (err error) {
 		}
 	}()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	copy(p.lu.data[p.off:p.off+p.n], b)
+	mem.CopyNT(p.lu.data[p.off:p.off+p.n], b)
 	return nil
 }
 

@@ -1,0 +1,5 @@
+//go:build !amd64
+
+package mem
+
+func copyNT(dst, src []byte) { copy(dst, src) }
