@@ -338,6 +338,11 @@ func (k *kernelBackend) handshake() error {
 	}
 	var st [sctpStatusLen]byte
 	if err := k.status(st[:]); err != nil {
+		if errors.Is(err, unix.EINVAL) {
+			// A one-to-one socket answers EINVAL once its association
+			// is no longer established: the peer ended it at once.
+			return fmt.Errorf("%w: association ended as it came up (%v)", ErrLost, err)
+		}
 		return err
 	}
 	// The largest user data of one unfragmented DATA chunk (section 9).
