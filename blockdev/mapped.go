@@ -94,7 +94,9 @@ func (s *mapped) writeAt(p []byte, off int64) error {
 		return err
 	}
 	if len(p) <= s.copyMax {
-		copy(s.data[off:], p)
+		// Non-temporal: a block written is seldom read back at once,
+		// and the store's lines are not read before being written.
+		mem.CopyNT(s.data[off:], p)
 		return nil
 	}
 	if s.kind == "file" {

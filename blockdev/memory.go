@@ -51,12 +51,13 @@ func (s *Memory) ReadAt(p []byte, off int64) error {
 	return nil
 }
 
-// WriteAt implements Store: a copy into the mapping.
+// WriteAt implements Store: a copy into the mapping, with non-temporal
+// stores (mem.CopyNT).
 func (s *Memory) WriteAt(p []byte, off int64) error {
 	if err := checkRange(s, off, int64(len(p))); err != nil {
 		return err
 	}
-	copy(s.m.Bytes()[off:], p)
+	mem.CopyNT(s.m.Bytes()[off:], p)
 	return nil
 }
 
