@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ddpstore/ddpstore/iwarp"
 	"github.com/ddpstore/ddpstore/transport/initiator"
 	"github.com/ddpstore/ddpstore/transport/target"
 	log "github.com/sirupsen/logrus"
@@ -32,14 +33,17 @@ func (r *rig) dialTCP(t testing.TB, cfg initiator.Config) *initiator.Session {
 // other way round.
 func TestISCSIOverTCP(t *testing.T) {
 	checkGoroutines(t)
-	r := newRig(t, rigOpts{sizes: []int64{64 << 20}, tcp: true, cfg: target.Config{FirstBurst: 64 << 10, MaxBurst: 256 << 10, Log: testLog(t)}})
+	// Both readers spin as ddptarget's and ddpinitiator's do (the plain
+	// case's initiator; the target's for all).
+	r := newRig(t, rigOpts{sizes: []int64{64 << 20}, tcp: true, cfg: target.Config{FirstBurst: 64 << 10, MaxBurst: 256 << 10,
+		TCPReadSpin: iwarp.DefaultReadSpin, Log: testLog(t)}})
 	iser := r.dial(t, initiator.Config{TargetName: targetName, InitiatorName: "iqn.2026-11.io.ddpstore:iser"})
 	for i, c := range []struct {
 		name   string
 		cfg    initiator.Config
 		digest bool
 	}{
-		{"plain", initiator.Config{}, false},
+		{"plain", initiator.Config{Conn: iwarp.ConnConfig{ReadSpin: iwarp.DefaultReadSpin}}, false},
 		{"digests", initiator.Config{HeaderDigest: true, DataDigest: true}, true},
 		{"no immediate data", initiator.Config{NoImmediateData: true}, false},
 	} {

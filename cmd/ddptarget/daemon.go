@@ -136,6 +136,7 @@ func start(cfg *config.Target, logger *log.Entry, source string) (*daemon, error
 	d.srv, err = target.NewServer(d.dev, target.Config{
 		Exports: exports, Discovery: loginCHAP(cfg.DiscoveryCHAP), Portals: portals,
 		QueueDepth: cfg.Limits.QueueDepth, MaxSessions: cfg.Limits.MaxSessions, Log: logger, Observer: d.obs,
+		TCPReadSpin:  iwarp.DefaultReadSpin,
 		MaxLoggingIn: cfg.Limits.MaxLoggingIn, MaxLoggingInPerPeer: cfg.Limits.MaxLoggingInPerAddress, LoginTimeout: cfg.Limits.LoginTimeout,
 	})
 	if err != nil {

@@ -39,7 +39,8 @@ type Config struct {
 	// Buffers is the size of the registered region that Alloc hands out
 	// data buffers from (default 64 MiB, faulted in as used).
 	Buffers int
-	// Conn is the MPA configuration of the connection.
+	// Conn is the MPA configuration of the connection. Its ReadSpin also
+	// sets the iSCSI/TCP reader's spin (tcpconn.Reader.Spin).
 	Conn iwarp.ConnConfig
 	// NopInterval: a NOP-Out ping after this long without hearing from the
 	// target; NopTimeout: how long to wait for its answer before the

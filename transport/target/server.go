@@ -64,6 +64,11 @@ type Config struct {
 	// QueueDepth is the commands each session may have outstanding: the
 	// CmdSN window (default 128).
 	QueueDepth int
+	// TCPReadSpin, when positive, is how long an iSCSI/TCP connection's
+	// reader polls for the next PDU before it sleeps in the poller (what
+	// iwarp.ConnConfig.ReadSpin is for iSER; ddptarget uses
+	// iwarp.DefaultReadSpin for both). 0 never spins.
+	TCPReadSpin time.Duration
 	// RecvDataSegment is the TargetRecvDataSegmentLength offered: the
 	// largest immediate data, and the size of each receive buffer's data
 	// part (default 8192, RFC 7145's default).

@@ -156,7 +156,7 @@ func (c *conn) serveTCP(nc net.Conn) {
 		t.free <- i
 	}
 	t.w = tcpconn.Writer{Conn: nc, Digests: &t.digests}
-	t.r = tcpconn.Reader{Conn: nc, Digests: &t.digests, Max: t.maxRecv}
+	t.r = tcpconn.Reader{Conn: nc, Digests: &t.digests, Max: t.maxRecv, Spin: cfg.TCPReadSpin, Writing: &t.w.Writing}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}

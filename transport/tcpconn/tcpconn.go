@@ -13,9 +13,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/ddpstore/ddpstore/transport/iscsi"
+	"golang.org/x/sys/unix"
 )
 
 // Digests says which digests are in force; both ends of a connection
@@ -28,6 +32,8 @@ type Digests struct {
 type Writer struct {
 	Conn    net.Conn
 	Digests *Digests
+	// Writing is true while Flush writes (see Reader.Writing).
+	Writing atomic.Bool
 
 	iov   net.Buffers
 	iovs  [][]byte
@@ -86,10 +92,13 @@ func (w *Writer) digest(sum uint32) []byte {
 	return d
 }
 
-// Flush writes the batch with writev.
+// Flush writes the batch with writev. Writing is true meanwhile (a
+// Reader's spin stops for it).
 func (w *Writer) Flush() error {
 	w.iov = w.iovs
+	w.Writing.Store(true)
 	_, err := w.iov.WriteTo(w.Conn)
+	w.Writing.Store(false)
 	return err
 }
 
@@ -100,6 +109,22 @@ type Reader struct {
 	// Max is the longest data segment accepted (the MaxRecvDataSegmentLength
 	// this end declared).
 	Max int
+	// Spin, when positive, is how long Header polls a quiet connection for
+	// the next PDU before it sleeps until the poller wakes it: a sleep and
+	// its wake-up cost a small I/O more than the network does, most of all
+	// in a virtual machine (iwarp.ConnConfig.ReadSpin, the same for iSER).
+	// Writing, when set, is the connection's Writer's: while it is in a
+	// write, which may be waiting for the poller that a spinning reader
+	// keeps from running, the spin stops.
+	Spin    time.Duration
+	Writing *atomic.Bool
+
+	rc   syscall.RawConn // Conn's, for the spin; nil until the first
+	poll func(fd uintptr) bool
+	pbuf []byte
+	pn   int
+	perr error
+	spun int // headers begun by the spin (tests)
 
 	hdr  [iscsi.BHSLen + iscsi.DigestLen]byte
 	tail [3 + iscsi.DigestLen]byte
@@ -110,7 +135,11 @@ type Reader struct {
 // returns it; valid until the next call. The data segment, of
 // DataSegmentLength octets, must be read next with Data.
 func (r *Reader) Header() (iscsi.BHS, error) {
-	if _, err := io.ReadFull(r.Conn, r.hdr[:iscsi.BHSLen]); err != nil {
+	got := 0
+	if r.Spin > 0 {
+		got = r.spin(r.hdr[:iscsi.BHSLen])
+	}
+	if _, err := io.ReadFull(r.Conn, r.hdr[got:iscsi.BHSLen]); err != nil {
 		return nil, err
 	}
 	bhs := iscsi.BHS(r.hdr[:iscsi.BHSLen])
@@ -135,6 +164,54 @@ func (r *Reader) Header() (iscsi.BHS, error) {
 		return nil, fmt.Errorf("%v with a data segment of %d octets, more than the %d declared", bhs.Opcode(), r.dsl, r.Max)
 	}
 	return bhs, nil
+}
+
+// spin polls for up to Spin for octets of the next PDU, reading them into
+// b, and returns how many it read: 0 when none came (or the stream ended,
+// or failed: the blocking read that follows reports that).
+func (r *Reader) spin(b []byte) int {
+	if r.rc == nil {
+		sc, ok := r.Conn.(syscall.Conn)
+		if !ok {
+			r.Spin = 0
+			return 0
+		}
+		rc, err := sc.SyscallConn()
+		if err != nil {
+			r.Spin = 0
+			return 0
+		}
+		r.rc = rc
+		r.poll = func(fd uintptr) bool {
+			// One try: the socket is non-blocking, and true ends RawRead
+			// without waiting for the poller.
+			r.pn, r.perr = unix.Read(int(fd), r.pbuf)
+			return true
+		}
+	}
+	r.pbuf = b
+	var deadline time.Time
+	for {
+		if err := r.rc.Read(r.poll); err != nil {
+			return 0
+		}
+		switch {
+		case r.perr == nil && r.pn > 0:
+			r.spun++
+			return r.pn
+		case r.perr != unix.EAGAIN:
+			return 0 // the end, or an error: the blocking read says which
+		case r.Writing != nil && r.Writing.Load():
+			return 0
+		}
+		now := time.Now()
+		if deadline.IsZero() {
+			deadline = now.Add(r.Spin)
+		} else if !now.Before(deadline) {
+			return 0
+		}
+		runtime.Gosched()
+	}
 }
 
 // Data reads the data segment of the PDU Header returned into dst (its

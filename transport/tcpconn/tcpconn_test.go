@@ -2,9 +2,13 @@ package tcpconn
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ddpstore/ddpstore/transport/iscsi"
 )
@@ -170,5 +174,73 @@ func TestWriterAllocatesNothing(t *testing.T) {
 	})
 	if n != 0 {
 		t.Fatalf("%v allocations per batch", n)
+	}
+}
+
+// TestReaderSpin: with Spin, Header takes a PDU that arrives while it
+// polls, one that arrives after the spin (from the blocking read), a BHS
+// split across the two, and reports the stream's end as without it.
+func TestReaderSpin(t *testing.T) {
+	a, b := pair(t)
+	var d Digests
+	w := &Writer{Conn: a, Digests: &d}
+	// The reader's Writing is a flag of the test's own: w's would stop
+	// the spin whenever the sender's write overlaps it.
+	var writing atomic.Bool
+	r := &Reader{Conn: b, Digests: &d, Max: 8192, Spin: 200 * time.Millisecond, Writing: &writing}
+	sent := make(chan struct{})
+	send := func(itt uint32, after time.Duration) {
+		defer func() { sent <- struct{}{} }()
+		time.Sleep(after)
+		w.Begin(1)
+		nop(w, itt, nil)
+		if err := w.Flush(); err != nil {
+			t.Error(err)
+		}
+	}
+	for i, after := range []time.Duration{0, time.Millisecond, 300 * time.Millisecond} {
+		go send(uint32(i), after)
+		bhs, err := r.Header()
+		if err != nil {
+			t.Fatalf("PDU %d (after %v): %v", i, after, err)
+		}
+		if bhs.ITT() != uint32(i) {
+			t.Fatalf("PDU %d: ITT %d", i, bhs.ITT())
+		}
+		<-sent
+	}
+	if r.spun < 2 {
+		t.Fatalf("%d of the PDUs sent within the spin were read by it", r.spun)
+	}
+	// A BHS whose first octets come during the spin and the rest after.
+	var one Writer
+	one.Conn = a
+	one.Digests = &d
+	one.Begin(1)
+	nop(&one, 7, nil)
+	whole := append([]byte(nil), one.iovs[0]...)
+	go func() {
+		a.Write(whole[:10])
+		time.Sleep(300 * time.Millisecond)
+		a.Write(whole[10:])
+	}()
+	if bhs, err := r.Header(); err != nil || bhs.ITT() != 7 {
+		t.Fatalf("split BHS: %v, %v", bhs, err)
+	}
+	// While the Writer writes, the spin stops at once.
+	spun := r.spun
+	writing.Store(true)
+	go send(8, 30*time.Millisecond)
+	if bhs, err := r.Header(); err != nil || bhs.ITT() != 8 {
+		t.Fatalf("while writing: %v, %v", bhs, err)
+	}
+	<-sent
+	if r.spun != spun {
+		t.Fatal("the reader spun while its connection's writer wrote")
+	}
+	writing.Store(false)
+	go func() { time.Sleep(time.Millisecond); a.Close() }()
+	if _, err := r.Header(); !errors.Is(err, io.EOF) {
+		t.Fatalf("Header at the stream's end: %v, want EOF", err)
 	}
 }
