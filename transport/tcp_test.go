@@ -227,3 +227,25 @@ func TestTCPAbortPlacedWrites(t *testing.T) {
 		t.Error("nothing was placed: the test did not test placed WRITEs")
 	}
 }
+
+// TestTCPLongPings: NOP-Outs with ping data up to what the initiator's
+// send slots hold (64 KiB with immediate data), longer than the target's
+// receive buffers (8 KiB), over and over: the buffers grow, the echoes
+// come back whole, and WRITEs with immediate data still go through the
+// grown buffers.
+func TestTCPLongPings(t *testing.T) {
+	checkGoroutines(t)
+	r := newRig(t, rigOpts{sizes: []int64{8 << 20}, tcp: true})
+	s := r.dialTCP(t, initiator.Config{TargetName: targetName})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i, n := range []int{100, 8192, 8193, 20000, 65536, 8192, 65536} {
+		data := bytes.Repeat([]byte{byte(i + 1)}, n)
+		if err := s.Nop(ctx, data); err != nil {
+			t.Fatalf("ping of %d octets: %v", n, err)
+		}
+		if err := pattern(s, uint64(i)*256, 64<<10, int64(i)); err != nil {
+			t.Fatalf("after a ping of %d octets: %v", n, err)
+		}
+	}
+}

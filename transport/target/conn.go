@@ -86,6 +86,9 @@ type conn struct {
 	// (TargetRecvDataSegmentLength over iSER, MaxRecvDataSegmentLength
 	// over TCP): the bound of immediate data.
 	recvData int
+	// peerRecvData is the initiator's MaxRecvDataSegmentLength: what a
+	// NOP-In may echo of ping data (0 before the login ends).
+	peerRecvData int
 
 	statSN, expCmdSN uint32
 	depth, busy      uint32
@@ -313,6 +316,7 @@ func (c *conn) login(bhs iscsi.BHS, data []byte) error {
 	p := c.res.Params
 	c.immediate, c.firstBurst, c.maxBurst = p.ImmediateData, p.FirstBurstLength, p.MaxBurstLength
 	c.tr.negotiated(p)
+	c.peerRecvData = int(p.PeerMaxRecvDataSegmentLength)
 	c.log = c.log.WithFields(log.Fields{"initiator": c.res.InitiatorName, "target": c.res.TargetName, "tsih": c.res.TSIH})
 	if c.res.SessionType == "Normal" {
 		ex := c.srv.ex.Load()

@@ -125,6 +125,11 @@ func (t *iserTransport) sendSlots() int { return t.ic.SendSlots() }
 
 func (t *iserTransport) sendBuf(slot int) []byte { return t.ic.SendBuf(slot)[iser.HeaderLen:] }
 
+// growSend: the initiator's ping data, the only data segment that follows
+// the initiator's length, fit the receive buffers of TargetRecvDataSegmentLength,
+// and so the send buffers of the same size.
+func (t *iserTransport) growSend(slot, n int) []byte { return t.sendBuf(slot) }
+
 func (t *iserTransport) room(n int) bool { return t.sq >= n }
 
 func (t *iserTransport) staging() []byte { return t.ic.ExtraMR().Bytes() }

@@ -15,11 +15,20 @@ const reservedTag = iscsi.ReservedITT
 // (returning the data length), and posts it. A target PDU's StatSN, ExpCmdSN
 // and MaxCmdSN sit at the same octets whatever its opcode (TargetSNs).
 func (c *conn) pdu(op iscsi.Opcode, advanceStatSN bool, fill func(b iscsi.BHS, data []byte) (int, error)) error {
+	return c.pduRoom(op, advanceStatSN, 0, fill)
+}
+
+// pduRoom is pdu with room for a data segment of room octets, more than a
+// send buffer may hold (a NOP-In's echo of ping data).
+func (c *conn) pduRoom(op iscsi.Opcode, advanceStatSN bool, room int, fill func(b iscsi.BHS, data []byte) (int, error)) error {
 	slot, ok := c.takeSlot()
 	if !ok {
 		return c.drop(fmt.Errorf("target: no send buffer for a %v: the initiator exceeds MaxOutstandingUnexpectedPDUs", op))
 	}
 	buf := c.tr.sendBuf(slot)
+	if iscsi.BHSLen+room+4 > len(buf) {
+		buf = c.tr.growSend(slot, room)
+	}
 	b, err := iscsi.Init(buf[:iscsi.BHSLen], op)
 	if err != nil {
 		return err
@@ -85,7 +94,14 @@ func (c *conn) nopOut(bhs iscsi.BHS, data []byte) error {
 		return nil // outside the window: silently ignored (acceptCmdSN)
 	}
 	c.log.Debugf("target: NOP-Out ping (ITT %#x)", bhs.ITT())
-	return c.pdu(iscsi.OpNOPIn, true, func(b iscsi.BHS, out []byte) (int, error) {
+	// The ping data come back whole (RFC 7143 section 11.19), however
+	// long the initiator could send them, up to its own
+	// MaxRecvDataSegmentLength ("The length of the reflected data is
+	// limited to MaxRecvDataSegmentLength").
+	if c.peerRecvData > 0 && len(data) > c.peerRecvData {
+		data = data[:c.peerRecvData]
+	}
+	return c.pduRoom(iscsi.OpNOPIn, true, len(data), func(b iscsi.BHS, out []byte) (int, error) {
 		in, _ := iscsi.AsNOPIn(b)
 		in.SetITT(bhs.ITT())
 		in.SetTTT(reservedTag)

@@ -47,6 +47,9 @@ type tcpTransport struct {
 	quit     chan struct{}
 	readDone chan struct{}
 	maxRecv  int // the longest data segment accepted: tcpRecvData
+	// rbufLen is a receive buffer's size; keepRecv the largest it stays
+	// at once grown (room for immediate data of FirstBurstLength).
+	rbufLen, keepRecv int
 
 	digests tcpconn.Digests
 	w       tcpconn.Writer
@@ -75,8 +78,12 @@ type tcpTransport struct {
 // initiator declares, against 8 KiB: 4 Data-Out PDUs per MiB, not 128.
 // Other PDUs go into receive buffers of Config.RecvDataSegment, each grown
 // once when a longer segment (immediate data up to FirstBurstLength)
-// comes.
+// comes; one grown further (a long Text or NOP-Out) is not kept so.
 const tcpRecvData = 256 << 10
+
+// sendSlotLen is a send buffer's size: a BHS and a data segment of up to
+// 8 KiB (sense data, text answers; longer NOP-In echoes: growSend).
+const sendSlotLen = iscsi.BHSLen + loginData + 4
 
 // tcpTask is one task's R2T state (section 11.8).
 type tcpTask struct {
@@ -146,13 +153,15 @@ func (c *conn) serveTCP(nc net.Conn) {
 	t := &tcpTransport{c: c, nc: nc, stage: stage,
 		maxRecv: max(cfg.RecvDataSegment, tcpRecvData), free: make(chan int, n), rx: make(chan tcpRx, n+2),
 		loginAck: make(chan struct{}), quit: make(chan struct{}), readDone: make(chan struct{}),
-		xf: make([]tcpTask, taskRecords(cfg.QueueDepth)), peerMaxSeg: loginData}
+		xf: make([]tcpTask, taskRecords(cfg.QueueDepth)), peerMaxSeg: loginData,
+		rbufLen: iscsi.BHSLen + max(cfg.RecvDataSegment, loginData)}
+	t.keepRecv = max(t.rbufLen, iscsi.BHSLen+cfg.FirstBurst)
 	for i := range t.xf {
 		t.xf[i].deadTTT = iscsi.ReservedITT
 	}
 	for i := 0; i < n; i++ {
-		t.slots = append(t.slots, make([]byte, iscsi.BHSLen+loginData+4))
-		t.rbufs = append(t.rbufs, make([]byte, iscsi.BHSLen+max(cfg.RecvDataSegment, loginData)))
+		t.slots = append(t.slots, make([]byte, sendSlotLen))
+		t.rbufs = append(t.rbufs, make([]byte, t.rbufLen))
 		t.free <- i
 	}
 	t.w = tcpconn.Writer{Conn: nc, Digests: &t.digests}
@@ -192,9 +201,16 @@ func (t *tcpTransport) loop(wake <-chan bool, tick <-chan time.Time) error {
 			case rxPDU:
 				b := t.rbufs[m.buf][:m.n]
 				bhs := iscsi.BHS(b[:iscsi.BHSLen])
+				login := bhs.Opcode() == iscsi.OpLoginReq
 				err = c.received(bhs, b[iscsi.BHSLen:])
+				if len(t.rbufs[m.buf]) > t.keepRecv {
+					// Grown for a segment longer than immediate data may
+					// be (a Text or NOP-Out): not kept at that size, so
+					// that such PDUs cannot hold 256 KiB per buffer.
+					t.rbufs[m.buf] = make([]byte, t.rbufLen)
+				}
 				t.free <- m.buf
-				if bhs.Opcode() == iscsi.OpLoginReq {
+				if login {
 					t.loginAck <- struct{}{}
 				}
 			case rxBurst:
@@ -421,6 +437,13 @@ func (t *tcpTransport) negotiated(p login.Params) {
 
 func (t *tcpTransport) sendSlots() int          { return len(t.slots) }
 func (t *tcpTransport) sendBuf(slot int) []byte { return t.slots[slot] }
+
+// growSend gives slot a buffer with room for n data octets (a NOP-In's
+// echo of up to 256 KiB of ping data); postPDU puts the usual one back.
+func (t *tcpTransport) growSend(slot, n int) []byte {
+	t.slots[slot] = make([]byte, iscsi.BHSLen+n+4)
+	return t.slots[slot]
+}
 func (t *tcpTransport) room(int) bool           { return true }
 func (t *tcpTransport) staging() []byte         { return t.stage.Bytes() }
 func (t *tcpTransport) useLUs(*lu.Target) error { return nil }
@@ -435,7 +458,12 @@ func (t *tcpTransport) postPDU(slot, n int, _ int32) error {
 	t.dataInHeld = false
 	t.w.Append(iscsi.BHS(b[:iscsi.BHSLen]), b[iscsi.BHSLen:])
 	t.done = append(t.done, slot)
-	return t.write()
+	err := t.write()
+	if len(t.slots[slot]) > sendSlotLen {
+		// Grown for one PDU, now written (write flushes the batch).
+		t.slots[slot] = make([]byte, sendSlotLen)
+	}
+	return err
 }
 
 // write flushes the Writer's batch. A write that blocks for the NOP

@@ -33,6 +33,10 @@ type transport interface {
 	// segment the target sends.
 	sendSlots() int
 	sendBuf(slot int) []byte
+	// growSend returns sendBuf(slot) with room for a data segment of n
+	// octets, for the one PDU about to be posted from it. Over iSER no
+	// data segment the target owes exceeds the buffers' size.
+	growSend(slot, n int) []byte
 	// room reports whether n more operations (PDUs or data transfers) can
 	// be posted now. The transport gets it back by calling sent or fetched,
 	// or on its own completion of a data transfer.
