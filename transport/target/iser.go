@@ -125,9 +125,11 @@ func (t *iserTransport) sendSlots() int { return t.ic.SendSlots() }
 
 func (t *iserTransport) sendBuf(slot int) []byte { return t.ic.SendBuf(slot)[iser.HeaderLen:] }
 
-// growSend: the initiator's ping data, the only data segment that follows
-// the initiator's length, fit the receive buffers of TargetRecvDataSegmentLength,
-// and so the send buffers of the same size.
+// growSend returns the usual buffer: the only data segment whose length
+// the initiator chooses, a ping's echo, came in a receive buffer of
+// TargetRecvDataSegmentLength, which is the send buffers' size (8 KiB)
+// unless Config.RecvDataSegment raises it; then a longer echo is cut, as
+// it always was over iSER.
 func (t *iserTransport) growSend(slot, n int) []byte { return t.sendBuf(slot) }
 
 func (t *iserTransport) room(n int) bool { return t.sq >= n }
