@@ -54,8 +54,9 @@ type ConnConfig struct {
 	// reading TCP_MAXSEG (tests use it to force many FPDUs).
 	EMSS int
 	// ReadSpin, when positive, is how long the receiver keeps polling a
-	// quiet socket between messages before it sleeps until the poller
-	// wakes it. A sleep and its wake-up cost a small I/O more than the
+	// quiet socket between messages, counted from this end's last write
+	// (what it waits for is the answer to that), before it sleeps until
+	// the poller wakes it. A sleep and its wake-up cost a small I/O more than the
 	// network does, most of all in a virtual machine: DefaultReadSpin took
 	// a pinned QD1 4 KiB read from about 15K to 25K IOPS. While a receiver
 	// spins (yielding), its processor does not poll the network for the

@@ -55,6 +55,16 @@ type conn struct {
 	wg               sync.WaitGroup
 	rxDone, txDone   chan struct{}
 	stats            connStats
+
+	// The sender's core, run by the sender goroutine and by posters in
+	// turn (post): txmu held. direct: posters may run it (set once the
+	// stream may carry their messages, for an LLP whose writes never wait).
+	tx     *tx
+	txmu   sync.Mutex
+	direct atomic.Bool
+	lastTx atomic.Int64 // since() at the end of the last write
+	// directIdle is the package's, in nanoseconds (tests set 0).
+	directIdle int64
 }
 
 // termInfo is a Terminate this end sends.
@@ -71,6 +81,7 @@ func newConn(q *QP, l llp, neg mpa.Negotiated) *conn {
 		reads: make([]outRead, ord+1), resps: make([]inRead, ird),
 		firstRx: make(chan struct{}), stop: make(chan struct{}),
 		rxDone: make(chan struct{}), txDone: make(chan struct{}),
+		directIdle: int64(directIdle),
 	}
 	return c
 }
@@ -92,6 +103,7 @@ func clampRD(v int) int {
 func (c *conn) start() {
 	dev := &c.qp.dev.stats
 	dev.attach(&c.stats)
+	c.tx = newTx(c)
 	c.wg.Add(2)
 	go func() { defer c.wg.Done(); defer close(c.rxDone); c.rxLoop() }()
 	go func() { defer c.wg.Done(); defer close(c.txDone); c.txLoop() }()
@@ -154,7 +166,7 @@ func (c *conn) abortLinger() {
 // markFirstRx records that a valid FPDU arrived.
 func (c *conn) markFirstRx() { c.firstOnce.Do(func() { close(c.firstRx) }) }
 
-// wake kicks the sender.
+// wake kicks the sender goroutine.
 func (c *conn) wake() {
 	select {
 	case c.qp.kick <- struct{}{}:

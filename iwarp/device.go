@@ -186,3 +186,12 @@ func (c *CQ) Close() error { return c.r.Close() }
 func (c *CQ) push(wc WC) error {
 	return c.r.Push(wc, wc.Solicited || wc.Status != StatusSuccess)
 }
+
+// pushQuiet is push, without waking anyone for a successful completion
+// when quiet (SendWR.Quiet).
+func (c *CQ) pushQuiet(wc WC, quiet bool) error {
+	if quiet && wc.Status == StatusSuccess {
+		return c.r.PushQuiet(wc)
+	}
+	return c.push(wc)
+}

@@ -50,6 +50,13 @@ type llp interface {
 	appendULPDU(iov [][]byte, hdr []byte, payload [][]byte) ([][]byte, error)
 	// write sends the batch; the LLP is then ready for the next.
 	write(iov [][]byte) error
+	// postsDirect reports whether tryWrite never waits, so that a poster
+	// may transmit in its own goroutine (conn.post).
+	postsDirect() bool
+	// tryWrite sends what of the batch the LLP takes now, without
+	// waiting, and returns the rest (nil when all went); write finishes
+	// it, and only then does the next batch start.
+	tryWrite(iov [][]byte) ([][]byte, error)
 
 	setReadDeadline(time.Time)
 	setWriteDeadline(time.Time)

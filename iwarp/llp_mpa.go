@@ -270,6 +270,17 @@ func (m *mpaLLP) write(iov [][]byte) error {
 	return err
 }
 
+func (m *mpaLLP) postsDirect() bool { return true }
+
+func (m *mpaLLP) tryWrite(iov [][]byte) ([][]byte, error) {
+	rest, err := m.s.writeSome(iov)
+	if err == nil && len(rest) > 0 {
+		return rest, nil // the staging stays in use until write
+	}
+	m.tx.framer.Reset()
+	return nil, err
+}
+
 func (m *mpaLLP) setReadDeadline(t time.Time)  { m.s.tc.SetReadDeadline(t) }
 func (m *mpaLLP) setWriteDeadline(t time.Time) { m.s.tc.SetWriteDeadline(t) }
 func (m *mpaLLP) closeWrite() error            { return m.s.tc.CloseWrite() }

@@ -101,6 +101,12 @@ func (l *segLLP) write(iov [][]byte) error {
 	return err
 }
 
+// postsDirect: no. A session's write may wait for the association's
+// window, which a poster must not.
+func (l *segLLP) postsDirect() bool { return false }
+
+func (l *segLLP) tryWrite(iov [][]byte) ([][]byte, error) { return nil, l.write(iov) }
+
 func (l *segLLP) setReadDeadline(t time.Time)  { l.s.SetReadDeadline(t) }
 func (l *segLLP) setWriteDeadline(t time.Time) { l.s.SetWriteDeadline(t) }
 func (l *segLLP) closeWrite() error            { return l.s.CloseWrite() }

@@ -71,6 +71,7 @@ type sendWQE struct {
 	rto    uint64
 	inv    mem.STag
 	length uint32
+	quiet  bool
 }
 
 // recvWQE is a posted receive.
@@ -98,6 +99,8 @@ type QP struct {
 	sqCount atomic.Int32      // posted and not yet completed
 	maxSend int32
 	kick    chan struct{} // wakes the sender
+	corks   atomic.Int32  // Cork calls not yet undone by Uncork
+	corked  atomic.Bool   // something was posted while corked
 
 	rq recvQueue
 
@@ -128,6 +131,7 @@ type inflightWR struct {
 	op     WCOpcode
 	bytes  uint32
 	done   bool
+	quiet  bool
 	status Status
 }
 
@@ -209,7 +213,7 @@ func (q *QP) PostSend(wr *SendWR) error {
 	if s := q.State(); s != StateRTS {
 		return fmt.Errorf("%w: PostSend in state %v", ErrQPState, s)
 	}
-	w := sendWQE{id: wr.ID, op: wr.Op, rstag: wr.RemoteSTag, rto: wr.RemoteTO, inv: wr.InvalidateSTag}
+	w := sendWQE{id: wr.ID, op: wr.Op, rstag: wr.RemoteSTag, rto: wr.RemoteTO, inv: wr.InvalidateSTag, quiet: wr.Quiet}
 	if len(wr.SGL) > MaxSGE {
 		return ErrTooManySGE
 	}
@@ -251,11 +255,26 @@ func (q *QP) PostSend(wr *SendWR) error {
 		q.flushMu.Unlock()
 		return nil
 	}
-	select {
-	case q.kick <- struct{}{}:
-	default:
-	}
+	q.conn.post()
 	return nil
+}
+
+// Cork holds back the transmission of the send work requests posted from
+// now on, from any goroutine, until as many Uncorks: like TCP_CORK, so that
+// what one step posts (an RDMA Write and the Send after it) goes out in one
+// write, made by Uncork in its caller's goroutine when the sender is idle.
+func (q *QP) Cork() { q.corks.Add(1) }
+
+// Uncork undoes a Cork; the last one transmits what was posted meanwhile,
+// if anything was.
+func (q *QP) Uncork() {
+	if q.corks.Add(-1) != 0 || !q.corked.Swap(false) {
+		return
+	}
+	// A connection that is closing still sends what was posted.
+	if s := q.State(); s == StateRTS || s == StateClosing {
+		q.conn.post()
+	}
 }
 
 // PostRecv queues a receive buffer for one incoming Send. Receives may be
@@ -299,7 +318,7 @@ func (q *QP) takeInflight(w *sendWQE) int {
 	defer q.sqmu.Unlock()
 	i := (q.inHead + q.inLen) % len(q.inflight)
 	op := w.op.wcOpcode()
-	q.inflight[i] = inflightWR{id: w.id, op: op, bytes: w.length}
+	q.inflight[i] = inflightWR{id: w.id, op: op, bytes: w.length, quiet: w.quiet}
 	q.inLen++
 	return i
 }
@@ -323,7 +342,7 @@ func (q *QP) deliverLocked() {
 		q.inHead = (q.inHead + 1) % len(q.inflight)
 		q.inLen--
 		q.sqCount.Add(-1)
-		if err := q.scq.push(wc); err != nil && wc.Status == StatusSuccess {
+		if err := q.scq.pushQuiet(wc, w.quiet); err != nil && wc.Status == StatusSuccess {
 			go q.fail(fmt.Errorf("iwarp: send CQ: %w", err))
 		}
 	}

@@ -580,7 +580,7 @@ func (r *rx) end() error {
 				r.q.completeInflight(o.wr, StatusSuccess)
 			}
 			c.readHead.Add(1)
-			c.wake() // an ORD slot is free
+			c.post() // an ORD slot is free
 		}
 	case segSend:
 		if h.Last() {
@@ -605,7 +605,7 @@ func (r *rx) end() error {
 		c.resps[tl%uint32(len(c.resps))] = r.resp
 		c.respTl.Store(tl + 1)
 		r.rrMSN++
-		c.wake()
+		c.post()
 	case segTerminate:
 		t, err := rdmap.ParseTerminate(r.hdr[ddp.UntaggedHeaderLen:r.hdrN])
 		if err != nil {

@@ -17,7 +17,8 @@ const maxIOV = 1024
 
 // sock does readv and writev on a TCP connection through Go's poller,
 // without allocating: the iovec arrays and the callbacks are made once.
-// One goroutine reads and one writes; neither method is safe for more.
+// One goroutine reads, and one at a time writes (the sender's lock
+// serializes the sender goroutine and direct posters).
 //
 // The socket is non-blocking, so readv and writev never wait: they are
 // made as raw system calls, without telling the scheduler. Through
@@ -50,6 +51,12 @@ type sock struct {
 	// wblocked: a writev waits for socket space (set by the sender, read
 	// by a spinning receiver, which then lets the poller run).
 	wblocked atomic.Bool
+	// writes counts the writes that sent something: a spinning reader
+	// spins for s.spin after the last one (see readv).
+	writes atomic.Uint64
+	// wtry: the writev is writeSome's, which never waits; wagain, that
+	// the socket took no more.
+	wtry, wagain bool
 
 	mss    int
 	mssErr error
@@ -101,7 +108,14 @@ func (s *sock) readv(bufs [][]byte, spin bool) (int, error) {
 	if spin && s.spin > 0 {
 		// Poll first (see ConnConfig.ReadSpin): each try is one readv
 		// under the poller's lock on the descriptor, never a wait.
+		//
+		// The spin lasts s.spin from this end's last write, not from the
+		// first try: what this end waits for is the peer's answer to what
+		// it sent, and the goroutines that Gosched lets run (the consumer
+		// of the last message, answering it) may take much of s.spin
+		// before they send.
 		var deadline time.Time
+		var wrote uint64
 		for {
 			if err := s.rc.Read(s.tfn); err != nil {
 				return 0, err
@@ -115,8 +129,8 @@ func (s *sock) readv(bufs [][]byte, spin bool) (int, error) {
 				break
 			}
 			now := time.Now()
-			if deadline.IsZero() {
-				deadline = now.Add(s.spin)
+			if w := s.writes.Load(); deadline.IsZero() || w != wrote {
+				deadline, wrote = now.Add(s.spin), w
 			} else if !now.Before(deadline) {
 				break
 			}
@@ -169,12 +183,43 @@ func (s *sock) writev(bufs [][]byte) error {
 	return nil
 }
 
+// writeSome writes what the socket takes now, without waiting, and returns
+// what is left of bufs (nil when every octet went). bufs is consumed as by
+// writev; the rest is for writev to finish.
+func (s *sock) writeSome(bufs [][]byte) ([][]byte, error) {
+	s.wtry = true
+	defer func() { s.wtry = false }()
+	for len(bufs) > 0 {
+		s.wbufs = bufs
+		s.wiov = fillIOV(s.wiovs, bufs)
+		if len(s.wiov) == 0 {
+			return nil, nil
+		}
+		s.werr, s.wagain = nil, false
+		if err := s.rc.Write(s.wfn); err != nil {
+			return nil, err
+		}
+		if s.werr != nil {
+			return nil, s.werr
+		}
+		bufs = s.wbufs
+		if s.wagain {
+			return bufs, nil
+		}
+	}
+	return nil, nil
+}
+
 // doWrite writes as much of s.wiov as the socket takes, advancing s.wbufs,
-// and asks the poller to wait when the socket is full.
+// and asks the poller to wait when the socket is full (writeSome's: gives
+// up instead).
 func (s *sock) doWrite(fd uintptr) bool {
 	for len(s.wiov) > 0 {
 		n, _, e := unix.RawSyscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&s.wiov[0])), uintptr(len(s.wiov)))
 		switch {
+		case e == unix.EAGAIN && s.wtry:
+			s.wagain = true
+			return true
 		case e == unix.EAGAIN:
 			s.wblocked.Store(true)
 			return false
@@ -184,6 +229,7 @@ func (s *sock) doWrite(fd uintptr) bool {
 			s.werr = &net.OpError{Op: "writev", Net: "tcp", Err: e}
 			return true
 		}
+		s.writes.Add(1)
 		s.wbufs = advance(s.wbufs, int(n))
 		s.wiov = advanceIOV(s.wiov, int(n))
 	}

@@ -40,6 +40,10 @@ type Counters struct {
 	// Markers, padding or CRCs).
 	Sent, Received             [NumMessages]uint64
 	SentOctets, ReceivedOctets uint64
+	// Writes counts the transmit batches written to the lower layer (each
+	// one write system call or more), DirectWrites those of them that a
+	// poster wrote in its own goroutine, the sender goroutine idle.
+	Writes, DirectWrites uint64
 	// Terminates counts the streams ended by a Terminate, by who sent it
 	// and its RFC 5040 error (layer, type, code): a local one for a
 	// protocol error of the peer (an MPA CRC or framing error is an LLP
@@ -56,12 +60,13 @@ type TerminateCount struct {
 	Count  uint64
 }
 
-// connStats are one stream's counts. Each field has one writer (the
-// sender's or the receiver's goroutine), so the adds are uncontended; a
-// reader (Device.Counters) may come at any time.
+// connStats are one stream's counts. Each field has one writer at a time
+// (the receiver goroutine, or whoever holds the sender's lock), so the adds
+// are uncontended; a reader (Device.Counters) may come at any time.
 type connStats struct {
 	sent, received             [NumMessages]atomic.Uint64
 	sentOctets, receivedOctets atomic.Uint64
+	writes, directWrites       atomic.Uint64
 }
 
 // add adds c's counts into t.
@@ -72,6 +77,8 @@ func (c *connStats) add(t *Counters) {
 	}
 	t.SentOctets += c.sentOctets.Load()
 	t.ReceivedOctets += c.receivedOctets.Load()
+	t.Writes += c.writes.Load()
+	t.DirectWrites += c.directWrites.Load()
 }
 
 // devStats are a Device's counts: the live streams' (read from them) plus

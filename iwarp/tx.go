@@ -17,17 +17,39 @@ const (
 	batchIOV   = maxIOV
 )
 
+// directMax bounds what a poster transmits in its own goroutine
+// (conn.post): a batch of at most this much payload, and no work request
+// or Read Response larger. The sender goroutine takes larger ones, so that
+// a poster does not spend a large message's CRC and copy, and the
+// poster's own work (the next command) runs beside them.
+const directMax = 64 << 10
+
+// directIdle is how long the stream must have been quiet for a poster to
+// transmit itself: a post that follows another closely (a burst, as when
+// many completions wake many submitters) goes to the sender goroutine,
+// which takes the whole burst into one write.
+const directIdle = 5 * time.Microsecond
+
+// clock is the engine's monotonic time base for lastTx.
+var clock = time.Now()
+
+// since returns the monotonic nanoseconds since clock.
+func since() int64 { return int64(time.Since(clock)) }
+
 // tx is the sender's DDP/RDMAP core: it takes work requests and Read
 // Responses in order, segments each message to the lower layer's MULPDU,
-// and completes what a batch carried once the batch is written. Only the
-// sender goroutine touches it.
+// and completes what a batch carried once the batch is written. The sender
+// goroutine runs it, and so, for small work while that goroutine is idle,
+// do posters (conn.post); conn.txmu serializes them.
 type tx struct {
 	c   *conn
 	q   *QP
 	l   llp
 	rd  *mem.Reader
 	iov [][]byte
-	msn [3]uint32 // next MSN per untagged queue (Send, Read Request, Terminate)
+	// iovs is the array behind iov, which a half-written batch advances.
+	iovs [][]byte
+	msn  [3]uint32 // next MSN per untagged queue (Send, Read Request, Terminate)
 
 	pending    sendWQE // a taken work request not yet framed (a Read waiting for an ORD slot)
 	hasPend    bool
@@ -40,19 +62,34 @@ type tx struct {
 	bytes      int
 	broken     bool  // a writev failed part way: the stream is unusable
 	werr       error // a writev failed: nothing more is framed or written
+	// unsent: a poster's batch is written only in part (the socket was
+	// full); iov holds the rest, rd's section still holds its memory, and
+	// done awaits it. The sender goroutine finishes it first.
+	unsent bool
+	// failed: a batch failed (the QP is failing); nothing more is sent
+	// but the Terminate. ended: the sender goroutine is done; posters
+	// send nothing.
+	failed error
+	ended  bool
 }
 
-func (c *conn) txLoop() {
+func newTx(c *conn) *tx {
 	q := c.qp
-	t := &tx{
+	iov := make([][]byte, 0, batchIOV+2*mpa.MaxULPDU/(mpa.MarkerInterval-mpa.MarkerSize))
+	return &tx{
 		c: c, q: q, l: c.l, rd: q.dev.mem.NewReader(),
-		iov:  make([][]byte, 0, batchIOV+2*mpa.MaxULPDU/(mpa.MarkerInterval-mpa.MarkerSize)),
+		iov: iov, iovs: iov,
 		msn:  [3]uint32{1, 1, 1},
 		done: make([]int, 0, 64),
 	}
+}
+
+func (c *conn) txLoop() {
+	q, t := c.qp, c.tx
 	defer t.rd.Close()
 	if err := t.l.startBatch(false); err != nil {
 		q.fail(err)
+		c.txEnd()
 		return
 	}
 	// RFC 5044 7.1.2 rule 4: the MPA Responder sends nothing, not even a
@@ -64,10 +101,11 @@ func (c *conn) txLoop() {
 		case <-c.firstRx:
 			waiting = false
 		case <-c.stop:
-			t.sendTerminate()
+			c.txEnd()
 			return
 		case <-q.kick:
 			if c.graceful.Load() {
+				c.txEnd()
 				c.l.closeWrite()
 				return
 			}
@@ -76,36 +114,117 @@ func (c *conn) txLoop() {
 	if c.neg.Role == mpa.Initiator && c.neg.PeerToPeer {
 		if err := t.sendRTR(); err != nil {
 			q.fail(err)
+			<-c.stop
+			c.txEnd()
 			return
 		}
 	}
+	// From here on posters may transmit themselves (conn.post).
+	c.direct.Store(t.l.postsDirect())
 	for {
 		select {
 		case <-c.stop:
-			t.sendTerminate()
+			c.txEnd()
 			return
 		default:
 		}
+		c.txmu.Lock()
+		if t.failed != nil {
+			c.txmu.Unlock()
+			<-c.stop
+			c.txEnd()
+			return
+		}
+		if t.unsent {
+			if err := t.finish(); err != nil {
+				t.failed = err
+				c.txmu.Unlock()
+				q.fail(err)
+				continue
+			}
+		}
 		if !t.hasWork() {
 			if c.graceful.Load() && q.sq.Len() == 0 && !t.hasPend && c.readHead.Load() == c.readTl.Load() {
+				t.ended = true
+				c.txmu.Unlock()
 				c.l.closeWrite() // RFC 5041 6.2.1: FIN after the last message
 				return
 			}
+			c.txmu.Unlock()
 			select {
 			case <-q.kick:
 			case <-c.stop:
-				t.sendTerminate()
+				c.txEnd()
 				return
 			}
 			continue
 		}
-		if err := t.batch(); err != nil {
-			q.fail(err)
+		_, err := t.batch(false)
+		if err != nil {
+			t.failed = err
+		}
+		c.txmu.Unlock()
+		if err != nil {
 			// Let the receiver see the error too; the reaper flushes.
-			<-c.stop
-			t.sendTerminate()
+			q.fail(err)
+		}
+	}
+}
+
+// txEnd ends the sender: what a poster left half written goes out, then
+// the Terminate the receiver left, if any; posters send nothing more.
+func (c *conn) txEnd() {
+	c.txmu.Lock()
+	defer c.txmu.Unlock()
+	t := c.tx
+	t.ended = true
+	if t.unsent {
+		t.finish()
+	}
+	t.sendTerminate()
+}
+
+// post transmits what is posted: in the calling goroutine when the sender
+// is idle (no goroutine handoff, and so no wake-up, for a small I/O), else
+// by waking the sender goroutine. Nothing is sent while the QP is corked;
+// Uncork posts.
+func (c *conn) post() {
+	if q := c.qp; q.corks.Load() > 0 {
+		// Leave it to Uncork, telling it that there is something (then
+		// look again: an Uncork that came before the flag was set did
+		// not see it).
+		q.corked.Store(true)
+		if q.corks.Load() > 0 {
 			return
 		}
+	}
+	if !c.direct.Load() || since()-c.lastTx.Load() < c.directIdle || !c.txmu.TryLock() {
+		c.wake()
+		return
+	}
+	t := c.tx
+	more, err := false, error(nil)
+	if t.ended || t.failed != nil || t.unsent {
+		more = true // the sender goroutine sees to it
+	} else {
+		for !more && err == nil && t.hasWork() {
+			more, err = t.batch(true)
+		}
+		if err != nil {
+			t.failed = err
+		}
+		// A poster that came meanwhile found the lock taken and woke the
+		// sender; so does a batch that was left to it.
+		more = more || t.unsent
+	}
+	c.txmu.Unlock()
+	if err != nil {
+		c.qp.fail(err)
+	}
+	// A graceful close is the sender goroutine's to finish: its FIN may
+	// have waited for what this post sent or for what freed an ORD slot.
+	if more || c.graceful.Load() {
+		c.wake()
 	}
 }
 
@@ -126,19 +245,30 @@ func (t *tx) ordFree() bool {
 	return int(c.readTl.Load()-c.readHead.Load()) < len(c.reads)-1 && len(c.reads) > 1
 }
 
-// batch frames as much queued work as fits one writev and writes it.
-func (t *tx) batch() error {
+// batch frames as much queued work as fits one writev and writes it. A
+// poster's batch (direct) stops before a message larger than directMax,
+// reporting it left (more), and leaves what the socket would not take now
+// for the sender goroutine (t.unsent).
+func (t *tx) batch(direct bool) (more bool, err error) {
 	c, q := t.c, t.q
 	if err := t.l.startBatch(t.bytes >= 64<<10); err != nil {
-		return err
+		return false, err
 	}
-	t.iov, t.done, t.resps, t.bytes = t.iov[:0], t.done[:0], 0, 0
+	limit := batchBytes
+	if direct {
+		limit = directMax
+	}
+	t.iov, t.done, t.resps, t.bytes = t.iovs[:0], t.done[:0], 0, 0
 	t.rd.Enter()
-	var err error
-	for t.bytes < batchBytes && len(t.iov) < batchIOV && t.rd.Free() >= MaxSGE && err == nil && t.werr == nil {
+	for t.bytes < limit && len(t.iov) < batchIOV && t.rd.Free() >= MaxSGE && err == nil && t.werr == nil {
 		// Read Responses first: the peer waits on them, and they free IRD.
 		if h := c.respHead.Load() + uint32(t.resps); h != c.respTl.Load() {
-			if err = t.readResponse(&c.resps[h%uint32(len(c.resps))]); err == nil {
+			r := &c.resps[h%uint32(len(c.resps))]
+			if direct && r.size > directMax {
+				more = true
+				break
+			}
+			if err = t.readResponse(r); err == nil {
 				t.resps++
 			}
 			continue
@@ -154,8 +284,15 @@ func (t *tx) batch() error {
 		if t.pending.op == OpRead && !t.ordFree() {
 			break // wait for a Read Response to free an ORD slot
 		}
+		if direct && t.pending.op != OpRead && t.pending.length > directMax {
+			more = true
+			break
+		}
 		t.hasPend = false
 		err = t.workRequest(&t.pending, t.pendingIdx)
+	}
+	if direct && t.bytes >= limit {
+		more = true // what is left is the sender goroutine's
 	}
 	// The Read Responses are framed: their IRD slots are free. (Freed
 	// before the write, since the peer may ask again as soon as the last
@@ -164,16 +301,40 @@ func (t *tx) batch() error {
 	// A work request that failed locally framed nothing: what the batch
 	// framed before it is sound and still goes out and completes.
 	if t.werr == nil {
-		t.flush()
+		if direct {
+			if t.flushNow(); t.unsent {
+				return more, err // the section stays entered: see finish
+			}
+		} else {
+			t.flush()
+		}
 	}
+	t.rd.Exit()
+	if t.werr != nil {
+		return more, t.werr
+	}
+	t.complete()
+	return more, err
+}
+
+// finish writes the rest of a batch a poster left half written, then
+// completes it.
+func (t *tx) finish() error {
+	t.flush() // the rest of a write counted already
+	t.unsent = false
 	t.rd.Exit()
 	if t.werr != nil {
 		return t.werr
 	}
+	t.complete()
+	return nil
+}
+
+// complete delivers the completions of what the batch carried.
+func (t *tx) complete() {
 	for _, i := range t.done {
-		q.completeInflight(i, StatusSuccess)
+		t.q.completeInflight(i, StatusSuccess)
 	}
-	return err
 }
 
 // localFault is a send work request that named memory it may not use.
@@ -300,12 +461,38 @@ func (t *tx) untagged(op rdmap.Opcode, qn uint32, inv uint32, payload []byte) {
 // a segment: t.werr stops all framing.
 func (t *tx) flush() {
 	if len(t.iov) > 0 {
-		if err := t.l.write(t.iov); err != nil {
+		err := t.l.write(t.iov)
+		t.c.lastTx.Store(since())
+		if err != nil {
 			t.broken = true
 			t.werr = fmt.Errorf("%w: %v", mpa.ErrLLPLost, err)
 		}
+		if !t.unsent {
+			t.c.stats.writes.Add(1)
+		}
 	}
-	t.iov = t.iov[:0]
+	t.iov = t.iovs[:0]
+}
+
+// flushNow writes what the lower layer takes of the batch now; the rest,
+// if any, stays in t.iov with t.unsent set.
+func (t *tx) flushNow() {
+	if len(t.iov) == 0 {
+		return
+	}
+	rest, err := t.l.tryWrite(t.iov)
+	t.c.lastTx.Store(since())
+	t.c.stats.writes.Add(1)
+	t.c.stats.directWrites.Add(1)
+	switch {
+	case err != nil:
+		t.broken = true
+		t.werr = fmt.Errorf("%w: %v", mpa.ErrLLPLost, err)
+	case len(rest) > 0:
+		t.iov, t.unsent = rest, true
+		return
+	}
+	t.iov = t.iovs[:0]
 }
 
 // frame appends one DDP Segment: hdr and octets [off, off+seg) of
@@ -347,7 +534,7 @@ func (t *tx) sendRTR() error {
 	if err := t.l.startBatch(false); err != nil {
 		return err
 	}
-	t.iov = t.iov[:0]
+	t.iov = t.iovs[:0]
 	switch t.c.neg.RTR {
 	case mpa.RTRSend:
 		t.sendMessage(rdmap.OpSend, 0, 0, 0)
@@ -374,7 +561,7 @@ func (t *tx) sendTerminate() {
 		return // nothing to send, or a write broke off inside an FPDU
 	}
 	t.l.startBatch(false) // an EMSS that cannot be re-read keeps the last one
-	t.iov = t.iov[:0]
+	t.iov = t.iovs[:0]
 	t.q.dev.stats.terminate(false, ti.err)
 	t.untagged(rdmap.OpTerminate, rdmap.QNTerminate, 0, ti.b)
 	t.l.setWriteDeadline(time.Now().Add(terminateGrace))

@@ -87,6 +87,13 @@ type SendWR struct {
 	// InvalidateSTag is the peer's STag that OpSendInv and OpSendSEInv
 	// invalidate.
 	InvalidateSTag mem.STag
+	// Quiet queues the request's successful completion without waking the
+	// CQ's waiters or its armed notification: the consumer polls it with
+	// the next completion that does wake it. For a request whose answer
+	// follows (an iSCSI command's Send), so that its completion does not
+	// wake the consumer once before the answer does. An unsuccessful
+	// completion wakes as usual.
+	Quiet bool
 }
 
 // RecvWR is a receive-queue work request: a buffer for one incoming Send.

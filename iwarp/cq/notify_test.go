@@ -394,3 +394,70 @@ func BenchmarkWaitWake(b *testing.B) {
 	}
 	r.Close()
 }
+
+// PushQuiet queues without waking: an armed notification or a sleeping
+// waiter stays asleep, but Arm, Wait and Poll after it see the completion,
+// and the next Push wakes.
+func TestPushQuiet(t *testing.T) {
+	checkGoroutines(t)
+	r, err := New[int](8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An armed notification.
+	if err := r.Arm(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.PushQuiet(1); err != nil {
+		t.Fatal(err)
+	}
+	if notified(r.Notify()) {
+		t.Fatal("PushQuiet notified")
+	}
+	if err := r.Push(2, false); err != nil {
+		t.Fatal(err)
+	}
+	if !notified(r.Notify()) {
+		t.Fatal("Push after PushQuiet did not notify")
+	}
+	if n := drain(r); n != 2 {
+		t.Fatalf("polled %d completions, want 2", n)
+	}
+	// A sleeping waiter.
+	woke := make(chan error, 1)
+	go func() { woke <- r.Wait(context.Background(), false) }()
+	waitFor(t, "the waiter to sleep", func() bool { return r.nwait.Load() == 1 })
+	if err := r.PushQuiet(3); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-woke:
+		t.Fatalf("PushQuiet woke a waiter (%v)", err)
+	case <-time.After(10 * time.Millisecond):
+	}
+	if err := r.Push(4, false); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-woke:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Push after PushQuiet did not wake the waiter")
+	}
+	drain(r)
+	// Level-triggered: a quiet completion already queued is seen at once.
+	if err := r.PushQuiet(5); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Arm(false); err != nil {
+		t.Fatal(err)
+	}
+	if !notified(r.Notify()) {
+		t.Fatal("Arm with a quiet completion queued did not notify")
+	}
+	if err := r.Wait(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -85,6 +85,24 @@ func (r *Ring[T]) Len() int {
 // the ring is full and ErrClosed once it is closed. Lock-free unless a
 // consumer is waiting, when it takes a short lock to wake exactly one.
 func (r *Ring[T]) Push(v T, solicited bool) error {
+	if err := r.put(v, solicited); err != nil {
+		return err
+	}
+	// Sequentially consistent after the hand-over: a waiter that linked
+	// itself after this load sees the completion when it checks again.
+	if r.nwait.Load() != 0 {
+		r.wake()
+	}
+	return nil
+}
+
+// PushQuiet queues v, not solicited, without waking anyone: a consumer
+// polls it with the next completion that wakes it, or at once if it polls,
+// waits or arms after v is queued (those check what is queued).
+func (r *Ring[T]) PushQuiet(v T) error { return r.put(v, false) }
+
+// put queues v for the consumer.
+func (r *Ring[T]) put(v T, solicited bool) error {
 	if r.closed.Load() {
 		return ErrClosed
 	}
@@ -109,11 +127,6 @@ claim:
 	s.seq.Store(pos + 1) // hand over to the consumer
 	if solicited {
 		r.solPushed.Add(1)
-	}
-	// Sequentially consistent after the hand-over: a waiter that linked
-	// itself after this load sees the completion when it checks again.
-	if r.nwait.Load() != 0 {
-		r.wake()
 	}
 	return nil
 }

@@ -156,11 +156,14 @@ func (t *iserTransport) settle(slot int, d time.Duration) error {
 	return t.ic.Dev.InvalidateWait(ctx, mr)
 }
 
+// postPDU sends a SCSI Command (described by command) as a command whose
+// answer follows (iserconn.Conn.PostCommand), anything else as a PDU.
 func (t *iserTransport) postPDU(slot, n int) error {
-	if !t.described[slot] {
-		iser.HeaderFields{}.Encode(t.ic.SendBuf(slot))
+	if t.described[slot] {
+		t.described[slot] = false
+		return t.ic.PostCommand(slot, iser.HeaderLen+n)
 	}
-	t.described[slot] = false
+	iser.HeaderFields{}.Encode(t.ic.SendBuf(slot))
 	return t.ic.PostPDU(slot, iser.HeaderLen+n, 0)
 }
 

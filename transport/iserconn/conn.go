@@ -161,12 +161,19 @@ func (c *Conn) Post(op iwarp.Opcode, id uint64, local iwarp.SGE, stag mem.STag, 
 // PostPDU sends the first n octets of send buffer slot as one Send, with
 // Invalidate of inv when it is not 0 (RFC 7145 section 7.3.5), and a
 // completion that Loop reports as a send-slot release.
-func (c *Conn) PostPDU(slot, n int, inv mem.STag) error {
+func (c *Conn) PostPDU(slot, n int, inv mem.STag) error { return c.postPDU(slot, n, inv, false) }
+
+// PostCommand is PostPDU for a PDU whose answer follows (an iSCSI command,
+// RFC 7145 section 7.3.1): its Send's completion does not wake Loop, which
+// reports it with the answer (iwarp.SendWR.Quiet).
+func (c *Conn) PostCommand(slot, n int) error { return c.postPDU(slot, n, 0, true) }
+
+func (c *Conn) postPDU(slot, n int, inv mem.STag, quiet bool) error {
 	if n > c.sendLen {
 		return fmt.Errorf("iserconn: PDU of %d octets exceeds the %d-octet send buffer", n, c.sendLen)
 	}
 	sgl := [1]iwarp.SGE{iwarp.SGEOf(c.txMR, slot*c.sendLen, n)}
-	wr := iwarp.SendWR{ID: kindSend<<kindShift | uint64(slot), Op: iwarp.OpSend, SGL: sgl[:]}
+	wr := iwarp.SendWR{ID: kindSend<<kindShift | uint64(slot), Op: iwarp.OpSend, SGL: sgl[:], Quiet: quiet}
 	if inv != 0 {
 		wr.Op, wr.InvalidateSTag = iwarp.OpSendInv, inv
 	}
@@ -253,13 +260,15 @@ func (c *Conn) handle(h Handler, wc *iwarp.WC) error {
 // Loop polls completions into h until the QP fails, ctx is done, h returns
 // an error, or wake delivers false. A true on wake, or a tick, just makes
 // Loop call Idle (another goroutine queued work for it, or a timer is due).
+//
+// What the handler posts while Loop handles a batch of completions goes
+// out together once the batch is handled (QP.Cork): a response's RDMA
+// Write and its Send in one write, made by this goroutine when the QP's
+// sender is idle.
 func (c *Conn) Loop(ctx context.Context, h Handler, wake <-chan bool, tick <-chan time.Time) error {
 	for {
-		n, err := c.Poll(h)
+		n, err := c.pollIdle(h)
 		if err != nil {
-			return err
-		}
-		if err := h.Idle(); err != nil {
 			return err
 		}
 		if n > 0 {
@@ -268,7 +277,7 @@ func (c *Conn) Loop(ctx context.Context, h Handler, wake <-chan bool, tick <-cha
 		if err := c.CQ.Arm(false); err != nil {
 			return c.why(err)
 		}
-		if n, err = c.Poll(h); err != nil || n > 0 {
+		if n, err = c.pollCorked(h); err != nil || n > 0 {
 			if err != nil {
 				return err
 			}
@@ -281,7 +290,10 @@ func (c *Conn) Loop(ctx context.Context, h Handler, wake <-chan bool, tick <-cha
 				return ErrStopped
 			}
 		case <-tick:
-			if err := h.Idle(); err != nil {
+			c.QP.Cork()
+			err := h.Idle()
+			c.QP.Uncork()
+			if err != nil {
 				return err
 			}
 		case <-c.QP.Done():
@@ -293,6 +305,24 @@ func (c *Conn) Loop(ctx context.Context, h Handler, wake <-chan bool, tick <-cha
 			return ctx.Err()
 		}
 	}
+}
+
+// pollIdle handles what is queued, then calls Idle, corked.
+func (c *Conn) pollIdle(h Handler) (int, error) {
+	c.QP.Cork()
+	defer c.QP.Uncork()
+	n, err := c.Poll(h)
+	if err != nil {
+		return n, err
+	}
+	return n, h.Idle()
+}
+
+// pollCorked is Poll, corked.
+func (c *Conn) pollCorked(h Handler) (int, error) {
+	c.QP.Cork()
+	defer c.QP.Uncork()
+	return c.Poll(h)
 }
 
 // why explains the end of the connection: the QP's reason (a Terminate,

@@ -1,0 +1,173 @@
+package iwarp
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/ddpstore/ddpstore/iwarp/rdmap"
+)
+
+// A small work request posted while the sender is idle is written by the
+// poster itself: its completion is queued when PostSend returns. One
+// larger than directMax goes to the sender goroutine. What is posted while
+// the QP is corked waits for Uncork, and goes out in one write.
+func TestDirectPost(t *testing.T) {
+	ini, resp := connect(t, ConnConfig{}, ConnConfig{})
+	ini.qp.conn.directIdle = 0
+	for i := range 4 {
+		if err := resp.qp.PostRecv(&RecvWR{ID: uint64(i), SGL: []SGE{resp.sge(i*4096, 4096)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ini.expectIdle(t)
+	before := ini.dev.Counters()
+	copy(ini.buf, "direct")
+	if err := ini.qp.PostSend(&SendWR{ID: 10, Op: OpSend, SGL: []SGE{ini.sge(0, 100)}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := ini.scq.Poll(ini.wcs[:1]); n != 1 || ini.wcs[0].WRID != 10 || ini.wcs[0].Status != StatusSuccess {
+		t.Fatalf("no completion when PostSend returned (polled %d: %+v)", n, ini.wcs[0])
+	}
+	resp.expect(resp.rcq, 0, WCRecv, StatusSuccess, 100)
+	after := ini.dev.Counters()
+	if after.DirectWrites != before.DirectWrites+1 || after.Writes != before.Writes+1 {
+		t.Fatalf("writes %d -> %d, direct %d -> %d; want one more of each", before.Writes, after.Writes, before.DirectWrites, after.DirectWrites)
+	}
+
+	// Larger than directMax: the sender goroutine's.
+	before = after
+	big := directMax + 1
+	if err := ini.qp.PostSend(&SendWR{ID: 11, Op: OpWrite, SGL: []SGE{ini.sge(0, big)}, RemoteSTag: resp.mr.STag(), RemoteTO: resp.mr.BaseTO() + 1<<20}); err != nil {
+		t.Fatal(err)
+	}
+	ini.expect(ini.scq, 11, WCWrite, StatusSuccess, uint32(big))
+	after = ini.dev.Counters()
+	if after.DirectWrites != before.DirectWrites || after.Writes == before.Writes {
+		t.Fatalf("a %d-octet Write: writes %d -> %d, direct %d -> %d; want the sender goroutine's", big, before.Writes, after.Writes, before.DirectWrites, after.DirectWrites)
+	}
+
+	// Corked: an RDMA Write and a Send wait for Uncork, then go out in one
+	// write.
+	ini.expectIdle(t)
+	before = ini.dev.Counters()
+	copy(ini.buf[8192:], "corked write")
+	ini.qp.Cork()
+	if err := ini.qp.PostSend(&SendWR{ID: 12, Op: OpWrite, SGL: []SGE{ini.sge(8192, 4096)}, RemoteSTag: resp.mr.STag(), RemoteTO: resp.mr.BaseTO() + 2<<20}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ini.qp.PostSend(&SendWR{ID: 13, Op: OpSend, SGL: []SGE{ini.sge(0, 50)}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if n := resp.rcq.Poll(resp.wcs[:1]); n != 0 {
+		t.Fatalf("the peer received %+v while the QP was corked", resp.wcs[0])
+	}
+	if c := ini.dev.Counters(); c.Writes != before.Writes {
+		t.Fatalf("%d writes while corked", c.Writes-before.Writes)
+	}
+	ini.qp.Uncork()
+	ini.expect(ini.scq, 12, WCWrite, StatusSuccess, 4096)
+	ini.expect(ini.scq, 13, WCSend, StatusSuccess, 50)
+	resp.expect(resp.rcq, 1, WCRecv, StatusSuccess, 50)
+	if got := resp.buf[2<<20 : 2<<20+12]; string(got) != "corked write" {
+		t.Fatalf("the corked Write placed %q", got)
+	}
+	after = ini.dev.Counters()
+	if after.Writes != before.Writes+1 || after.DirectWrites != before.DirectWrites+1 {
+		t.Fatalf("Uncork: writes %d -> %d, direct %d -> %d; want one direct write", before.Writes, after.Writes, before.DirectWrites, after.DirectWrites)
+	}
+
+	// Quiet: the Send's completion is queued without a notification.
+	if err := ini.scq.Arm(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := ini.qp.PostSend(&SendWR{ID: 14, Op: OpSend, SGL: []SGE{ini.sge(0, 10)}, Quiet: true}); err != nil {
+		t.Fatal(err)
+	}
+	resp.expect(resp.rcq, 2, WCRecv, StatusSuccess, 10)
+	select {
+	case <-ini.scq.Notify():
+		t.Fatal("a Quiet Send's completion notified")
+	case <-time.After(20 * time.Millisecond):
+	}
+	ini.expect(ini.scq, 14, WCSend, StatusSuccess, 10)
+}
+
+// expectIdle waits until posters may write (the stream has started) and
+// the sender goroutine has nothing in hand, so that the next post finds
+// the sender's lock free.
+func (e *end) expectIdle(t *testing.T) {
+	t.Helper()
+	c := e.qp.conn
+	for deadline := time.Now().Add(testTimeout); ; time.Sleep(time.Millisecond) {
+		c.txmu.Lock()
+		idle := !c.tx.hasWork() && !c.tx.unsent && c.direct.Load()
+		c.txmu.Unlock()
+		if idle {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sender is still busy")
+		}
+	}
+}
+
+// A poster never waits for socket space: against a peer that reads
+// nothing, posts return while their writes are stuck, the sender goroutine
+// finishes what a poster left half written, and when the peer reads, every
+// octet arrives in order.
+func TestDirectPostFullSocket(t *testing.T) {
+	e, p := rawPair(t, 16<<20, ConnConfig{}, rawConfig, 4096)
+	p.send(taggedHdr(rdmap.OpWrite, 0, 0, true), nil) // the Responder may send now
+	e.qp.conn.directIdle = 0
+	const n, size = 300, 32 << 10 // 9.6 MB: far more than the sockets hold
+	for i := range n * size / 8 {
+		e.buf[i*8] = byte(i)
+		e.buf[i*8+1] = byte(i >> 8)
+		e.buf[i*8+2] = byte(i >> 16)
+	}
+	start := time.Now()
+	for i := range n {
+		if err := e.qp.PostSend(&SendWR{ID: uint64(i), Op: OpWrite, SGL: []SGE{e.sge(i*size, size)}, RemoteSTag: 0x4242, RemoteTO: uint64(i * size)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("%d posts took %v against a peer that reads nothing", n, d)
+	}
+	if c := e.dev.Counters(); c.DirectWrites == 0 {
+		t.Fatal("no post wrote directly")
+	}
+	got := make([]byte, 0, n*size)
+	for len(got) < n*size {
+		seg, err := p.next()
+		if err != nil {
+			t.Fatalf("after %d octets: %v", len(got), err)
+		}
+		h, payload, err := rdmap.Parse(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rdmap.ControlOf(h).Opcode() != rdmap.OpWrite || h.STag() != 0x4242 || h.TO() != uint64(len(got)) {
+			t.Fatalf("after %d octets: segment %v", len(got), h)
+		}
+		got = append(got, payload...)
+	}
+	if !bytes.Equal(got, e.buf[:n*size]) {
+		t.Fatal("the peer read other octets than were written")
+	}
+	want := map[uint64]Status{}
+	for i := range n {
+		want[uint64(i)] = StatusSuccess
+	}
+	deadline := time.Now().Add(testTimeout)
+	got2 := map[uint64]WC{}
+	for len(got2) < n && time.Now().Before(deadline) {
+		for id, wc := range collect(t, e.scq) {
+			got2[id] = wc
+		}
+		time.Sleep(time.Millisecond)
+	}
+	expectWCs(t, "engine", got2, want)
+}
