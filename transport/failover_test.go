@@ -140,7 +140,7 @@ func TestStandbyPortal(t *testing.T) {
 				t.Fatal(err)
 			}
 			standby := newRig(t, rigOpts{stores: []blockdev.Store{st}, alua: groups(1, lu.Standby, c.second)})
-			other := newRig(t, rigOpts{stores: []blockdev.Store{st}, alua: groups(2, lu.Standby, c.second)})
+			other := newRig(t, rigOpts{stores: []blockdev.Store{&countingStore{Store: st, borrowed: true}}, alua: groups(2, lu.Standby, c.second)})
 			s, err := initiator.Dial(ctx, standby.dev, "tcp", standby.addr, initiator.Config{InitiatorName: initiatorName,
 				TargetName: targetName, RecoveryTimeout: 20 * time.Second, Log: quietLog(), Buffers: 8 << 20,
 				Alternates: []string{other.addr}})
@@ -169,6 +169,17 @@ func TestStandbyPortal(t *testing.T) {
 type countingStore struct {
 	blockdev.Store
 	writes atomic.Int64
+	// borrowed: another rig's store too, which that rig closes (its
+	// cleanup runs after this one's, with its server maybe still holding
+	// the store).
+	borrowed bool
+}
+
+func (c *countingStore) Close() error {
+	if c.borrowed {
+		return nil
+	}
+	return c.Store.Close()
 }
 
 func (c *countingStore) WriteAt(p []byte, off int64) error {
@@ -197,7 +208,7 @@ func TestRoundRobin(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s1, s2 := &countingStore{Store: st}, &countingStore{Store: st}
+			s1, s2 := &countingStore{Store: st}, &countingStore{Store: st, borrowed: true}
 			r1 := newRig(t, rigOpts{stores: []blockdev.Store{s1}, alua: groups(1, lu.ActiveOptimized, c.second)})
 			r2 := newRig(t, rigOpts{stores: []blockdev.Store{s2}, alua: groups(2, lu.ActiveOptimized, c.second)})
 			a := newCutProxy(t, r1.addr)
