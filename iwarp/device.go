@@ -188,10 +188,11 @@ func (c *CQ) push(wc WC) error {
 }
 
 // pushQuiet is push, without waking anyone for a successful completion
-// when quiet (SendWR.Quiet).
-func (c *CQ) pushQuiet(wc WC, quiet bool) error {
+// when quiet (SendWR.Quiet), unless a completion was pushed since the
+// ring's Loud count was since (cq.Ring.PushQuiet).
+func (c *CQ) pushQuiet(wc WC, quiet bool, since uint64) error {
 	if quiet && wc.Status == StatusSuccess {
-		return c.r.PushQuiet(wc)
+		return c.r.PushQuiet(wc, since)
 	}
 	return c.push(wc)
 }

@@ -132,6 +132,7 @@ type inflightWR struct {
 	bytes  uint32
 	done   bool
 	quiet  bool
+	since  uint64 // the CQ's Loud count when taken, for a quiet one
 	status Status
 }
 
@@ -318,7 +319,13 @@ func (q *QP) takeInflight(w *sendWQE) int {
 	defer q.sqmu.Unlock()
 	i := (q.inHead + q.inLen) % len(q.inflight)
 	op := w.op.wcOpcode()
-	q.inflight[i] = inflightWR{id: w.id, op: op, bytes: w.length, quiet: w.quiet}
+	q.inflight[i] = inflightWR{id: w.id, op: op, bytes: w.length}
+	// A Quiet request's answer arrives on the receive CQ: its completion
+	// stays quiet only in that same CQ, and only if no completion came
+	// there between now (before the request goes out) and its own.
+	if w.quiet && q.scq == q.rcq {
+		q.inflight[i].quiet, q.inflight[i].since = true, q.scq.r.Loud()
+	}
 	q.inLen++
 	return i
 }
@@ -342,7 +349,7 @@ func (q *QP) deliverLocked() {
 		q.inHead = (q.inHead + 1) % len(q.inflight)
 		q.inLen--
 		q.sqCount.Add(-1)
-		if err := q.scq.pushQuiet(wc, w.quiet); err != nil && wc.Status == StatusSuccess {
+		if err := q.scq.pushQuiet(wc, w.quiet, w.since); err != nil && wc.Status == StatusSuccess {
 			go q.fail(fmt.Errorf("iwarp: send CQ: %w", err))
 		}
 	}

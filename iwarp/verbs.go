@@ -90,9 +90,12 @@ type SendWR struct {
 	// Quiet queues the request's successful completion without waking the
 	// CQ's waiters or its armed notification: the consumer polls it with
 	// the next completion that does wake it. For a request whose answer
-	// follows (an iSCSI command's Send), so that its completion does not
-	// wake the consumer once before the answer does. An unsuccessful
-	// completion wakes as usual.
+	// follows (an iSCSI command's Send) on a QP whose send and receive CQ
+	// are one, so that its completion does not wake the consumer once
+	// before the answer does. It wakes as usual when it fails, when the
+	// CQs differ, or when a completion came into the CQ while it was
+	// being sent: that may be the answer, which the consumer may have
+	// handled already.
 	Quiet bool
 }
 

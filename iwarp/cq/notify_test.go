@@ -397,7 +397,8 @@ func BenchmarkWaitWake(b *testing.B) {
 
 // PushQuiet queues without waking: an armed notification or a sleeping
 // waiter stays asleep, but Arm, Wait and Poll after it see the completion,
-// and the next Push wakes.
+// and the next Push wakes. A Push between the since count and PushQuiet
+// makes it wake.
 func TestPushQuiet(t *testing.T) {
 	checkGoroutines(t)
 	r, err := New[int](8)
@@ -408,7 +409,7 @@ func TestPushQuiet(t *testing.T) {
 	if err := r.Arm(false); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.PushQuiet(1); err != nil {
+	if err := r.PushQuiet(1, r.Loud()); err != nil {
 		t.Fatal(err)
 	}
 	if notified(r.Notify()) {
@@ -427,7 +428,7 @@ func TestPushQuiet(t *testing.T) {
 	woke := make(chan error, 1)
 	go func() { woke <- r.Wait(context.Background(), false) }()
 	waitFor(t, "the waiter to sleep", func() bool { return r.nwait.Load() == 1 })
-	if err := r.PushQuiet(3); err != nil {
+	if err := r.PushQuiet(3, r.Loud()); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -447,8 +448,25 @@ func TestPushQuiet(t *testing.T) {
 		t.Fatal("Push after PushQuiet did not wake the waiter")
 	}
 	drain(r)
+	// The answer came first: the consumer took it and armed again, so the
+	// quiet completion must wake it.
+	since := r.Loud()
+	if err := r.Push(5, false); err != nil {
+		t.Fatal(err)
+	}
+	drain(r)
+	if err := r.Arm(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.PushQuiet(6, since); err != nil {
+		t.Fatal(err)
+	}
+	if !notified(r.Notify()) {
+		t.Fatal("PushQuiet after a Push since its count did not notify")
+	}
+	drain(r)
 	// Level-triggered: a quiet completion already queued is seen at once.
-	if err := r.PushQuiet(5); err != nil {
+	if err := r.PushQuiet(7, r.Loud()); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Arm(false); err != nil {

@@ -41,7 +41,9 @@ type Ring[T any] struct {
 	// Solicited completions pushed and polled, for solicited-only waits.
 	solPushed atomic.Uint64
 	solPolled atomic.Uint64
-	_         pad
+	// loud counts Pushes (not PushQuiets), for PushQuiet's since.
+	loud atomic.Uint64
+	_    pad
 
 	mu    sync.Mutex // guards the waiter list
 	head  *waiter
@@ -88,6 +90,8 @@ func (r *Ring[T]) Push(v T, solicited bool) error {
 	if err := r.put(v, solicited); err != nil {
 		return err
 	}
+	// After the hand-over and before the waiter check: see PushQuiet.
+	r.loud.Add(1)
 	// Sequentially consistent after the hand-over: a waiter that linked
 	// itself after this load sees the completion when it checks again.
 	if r.nwait.Load() != 0 {
@@ -96,10 +100,28 @@ func (r *Ring[T]) Push(v T, solicited bool) error {
 	return nil
 }
 
-// PushQuiet queues v, not solicited, without waking anyone: a consumer
-// polls it with the next completion that wakes it, or at once if it polls,
-// waits or arms after v is queued (those check what is queued).
-func (r *Ring[T]) PushQuiet(v T) error { return r.put(v, false) }
+// Loud returns how many Pushes there have been: the since of a PushQuiet.
+func (r *Ring[T]) Loud() uint64 { return r.loud.Load() }
+
+// PushQuiet queues v, not solicited, without waking anyone, unless a Push
+// came since Loud returned since. It is for a completion whose consumer
+// is woken by a later one anyway (a request's, before its answer's): if
+// that later one was pushed before v, the consumer may have taken it and
+// gone back to sleep without v, so v wakes it; if it is pushed after v,
+// its own wake-up finds v queued. A consumer that polls, waits or arms
+// after v is queued sees v at once.
+func (r *Ring[T]) PushQuiet(v T, since uint64) error {
+	if err := r.put(v, false); err != nil {
+		return err
+	}
+	// Both loads after the hand-over, sequentially consistent: a Push
+	// whose count this load misses comes later, and its waiter check
+	// then finds v queued.
+	if r.loud.Load() != since && r.nwait.Load() != 0 {
+		r.wake()
+	}
+	return nil
+}
 
 // put queues v for the consumer.
 func (r *Ring[T]) put(v T, solicited bool) error {
