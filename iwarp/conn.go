@@ -62,9 +62,10 @@ type conn struct {
 	tx     *tx
 	txmu   sync.Mutex
 	direct atomic.Bool
-	lastTx atomic.Int64 // since() at the end of the last write
-	// directIdle is the package's, in nanoseconds (tests set 0).
-	directIdle int64
+	// rxMsgs counts the messages received (the receiver's), for post.
+	rxMsgs atomic.Uint64
+	// alwaysDirect: posters write whenever the sender is idle (tests).
+	alwaysDirect bool
 }
 
 // termInfo is a Terminate this end sends.
@@ -81,7 +82,6 @@ func newConn(q *QP, l llp, neg mpa.Negotiated) *conn {
 		reads: make([]outRead, ord+1), resps: make([]inRead, ird),
 		firstRx: make(chan struct{}), stop: make(chan struct{}),
 		rxDone: make(chan struct{}), txDone: make(chan struct{}),
-		directIdle: int64(directIdle),
 	}
 	return c
 }

@@ -14,7 +14,7 @@ import (
 // the QP is corked waits for Uncork, and goes out in one write.
 func TestDirectPost(t *testing.T) {
 	ini, resp := connect(t, ConnConfig{}, ConnConfig{})
-	ini.qp.conn.directIdle = 0
+	ini.qp.conn.alwaysDirect = true
 	for i := range 4 {
 		if err := resp.qp.PostRecv(&RecvWR{ID: uint64(i), SGL: []SGE{resp.sge(i*4096, 4096)}}); err != nil {
 			t.Fatal(err)
@@ -105,7 +105,7 @@ func (e *end) expectIdle(t *testing.T) {
 func TestDirectPostFullSocket(t *testing.T) {
 	e, p := rawPair(t, 16<<20, ConnConfig{}, rawConfig, 4096)
 	p.send(taggedHdr(rdmap.OpWrite, 0, 0, true), nil) // the Responder may send now
-	e.qp.conn.directIdle = 0
+	e.qp.conn.alwaysDirect = true
 	const n, size = 300, 32 << 10 // 9.6 MB: far more than the sockets hold
 	for i := range n * size / 8 {
 		e.buf[i*8] = byte(i)

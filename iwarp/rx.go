@@ -560,6 +560,9 @@ func (r *rx) end() error {
 	h := ddp.Header(r.hdr[:ddp.Control(r.hdr[0]).HeaderLen()])
 	r.gotAny = true
 	r.midMsg = !h.Last()
+	if h.Last() {
+		c.rxMsgs.Add(1) // before the post of a Read Request's answer
+	}
 	c.markFirstRx()
 	if m := rxMessage[r.kind]; m >= 0 {
 		c.stats.receivedOctets.Add(uint64(r.payload))

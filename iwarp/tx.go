@@ -24,18 +24,6 @@ const (
 // poster's own work (the next command) runs beside them.
 const directMax = 64 << 10
 
-// directIdle is how long the stream must have been quiet for a poster to
-// transmit itself: a post that follows another closely (a burst, as when
-// many completions wake many submitters) goes to the sender goroutine,
-// which takes the whole burst into one write.
-const directIdle = 5 * time.Microsecond
-
-// clock is the engine's monotonic time base for lastTx.
-var clock = time.Now()
-
-// since returns the monotonic nanoseconds since clock.
-func since() int64 { return int64(time.Since(clock)) }
-
 // tx is the sender's DDP/RDMAP core: it takes work requests and Read
 // Responses in order, segments each message to the lower layer's MULPDU,
 // and completes what a batch carried once the batch is written. The sender
@@ -71,6 +59,10 @@ type tx struct {
 	// send nothing.
 	failed error
 	ended  bool
+	// rxSeen is the receiver's message count (conn.rxMsgs) when the last
+	// write began: a poster writes itself only when the peer has sent
+	// something since, see post.
+	rxSeen uint64
 }
 
 func newTx(c *conn) *tx {
@@ -185,9 +177,14 @@ func (c *conn) txEnd() {
 }
 
 // post transmits what is posted: in the calling goroutine when the sender
-// is idle (no goroutine handoff, and so no wake-up, for a small I/O), else
-// by waking the sender goroutine. Nothing is sent while the QP is corked;
-// Uncork posts.
+// is idle and the post answers the peer (a message came in since this end
+// last wrote), with no goroutine hand-off, and so no wake-up, for a small
+// I/O; else by waking the sender goroutine. A post that follows this end's
+// own write with nothing received between is part of a stream or a burst
+// (pipelined Sends, many completions waking many submitters): the sender
+// goroutine takes all of it into one write, where posters writing alone
+// would make a write each. Nothing is sent while the QP is corked; Uncork
+// posts.
 func (c *conn) post() {
 	if q := c.qp; q.corks.Load() > 0 {
 		// Leave it to Uncork, telling it that there is something (then
@@ -198,13 +195,13 @@ func (c *conn) post() {
 			return
 		}
 	}
-	if !c.direct.Load() || since()-c.lastTx.Load() < c.directIdle || !c.txmu.TryLock() {
+	if !c.direct.Load() || !c.txmu.TryLock() {
 		c.wake()
 		return
 	}
 	t := c.tx
 	more, err := false, error(nil)
-	if t.ended || t.failed != nil || t.unsent {
+	if t.ended || t.failed != nil || t.unsent || c.rxMsgs.Load() == t.rxSeen && !c.alwaysDirect {
 		more = true // the sender goroutine sees to it
 	} else {
 		for !more && err == nil && t.hasWork() {
@@ -461,8 +458,10 @@ func (t *tx) untagged(op rdmap.Opcode, qn uint32, inv uint32, payload []byte) {
 // a segment: t.werr stops all framing.
 func (t *tx) flush() {
 	if len(t.iov) > 0 {
+		if !t.unsent {
+			t.rxSeen = t.c.rxMsgs.Load()
+		}
 		err := t.l.write(t.iov)
-		t.c.lastTx.Store(since())
 		if err != nil {
 			t.broken = true
 			t.werr = fmt.Errorf("%w: %v", mpa.ErrLLPLost, err)
@@ -480,8 +479,8 @@ func (t *tx) flushNow() {
 	if len(t.iov) == 0 {
 		return
 	}
+	t.rxSeen = t.c.rxMsgs.Load()
 	rest, err := t.l.tryWrite(t.iov)
-	t.c.lastTx.Store(since())
 	t.c.stats.writes.Add(1)
 	t.c.stats.directWrites.Add(1)
 	switch {
