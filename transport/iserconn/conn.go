@@ -267,7 +267,7 @@ func (c *Conn) handle(h Handler, wc *iwarp.WC) error {
 // sender is idle.
 func (c *Conn) Loop(ctx context.Context, h Handler, wake <-chan bool, tick <-chan time.Time) error {
 	for {
-		n, err := c.pollIdle(h)
+		n, err := c.corked(h, true, true)
 		if err != nil {
 			return err
 		}
@@ -277,7 +277,7 @@ func (c *Conn) Loop(ctx context.Context, h Handler, wake <-chan bool, tick <-cha
 		if err := c.CQ.Arm(false); err != nil {
 			return c.why(err)
 		}
-		if n, err = c.pollCorked(h); err != nil || n > 0 {
+		if n, err = c.corked(h, true, false); err != nil || n > 0 {
 			if err != nil {
 				return err
 			}
@@ -290,10 +290,7 @@ func (c *Conn) Loop(ctx context.Context, h Handler, wake <-chan bool, tick <-cha
 				return ErrStopped
 			}
 		case <-tick:
-			c.QP.Cork()
-			err := h.Idle()
-			c.QP.Uncork()
-			if err != nil {
+			if _, err := c.corked(h, false, true); err != nil {
 				return err
 			}
 		case <-c.QP.Done():
@@ -307,22 +304,20 @@ func (c *Conn) Loop(ctx context.Context, h Handler, wake <-chan bool, tick <-cha
 	}
 }
 
-// pollIdle handles what is queued, then calls Idle, corked.
-func (c *Conn) pollIdle(h Handler) (int, error) {
+// corked handles what is queued (poll), then calls Idle (idle), with the
+// QP corked: what the handler posts meanwhile leaves in one write.
+func (c *Conn) corked(h Handler, poll, idle bool) (n int, err error) {
 	c.QP.Cork()
 	defer c.QP.Uncork()
-	n, err := c.Poll(h)
-	if err != nil {
-		return n, err
+	if poll {
+		if n, err = c.Poll(h); err != nil {
+			return n, err
+		}
 	}
-	return n, h.Idle()
-}
-
-// pollCorked is Poll, corked.
-func (c *Conn) pollCorked(h Handler) (int, error) {
-	c.QP.Cork()
-	defer c.QP.Uncork()
-	return c.Poll(h)
+	if idle {
+		err = h.Idle()
+	}
+	return n, err
 }
 
 // why explains the end of the connection: the QP's reason (a Terminate,
