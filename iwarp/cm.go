@@ -56,15 +56,19 @@ type ConnConfig struct {
 	// ReadSpin, when positive, is how long the receiver keeps polling a
 	// quiet socket between messages, counted from this end's last write
 	// (what it waits for is the answer to that), before it sleeps until
-	// the poller wakes it. A sleep and its wake-up cost a small I/O more than the
-	// network does, most of all in a virtual machine: DefaultReadSpin took
-	// a pinned QD1 4 KiB read from about 15K to 25K IOPS. While a receiver
-	// spins (yielding), its processor does not poll the network for the
-	// other goroutines: the spin stops as soon as the connection's own
-	// sender waits for socket space (a 1 MiB WRITE's Read Responses fell
-	// to 0.4x without that), and other connections of the process wait at
-	// most the spin. 0 (the engine's default) never spins; ddptarget and
-	// ddpinitiator use DefaultReadSpin.
+	// the poller wakes it. A sleep and its wake-up cost a small I/O more
+	// than the network does, most of all in a virtual machine:
+	// DefaultReadSpin took a pinned QD1 4 KiB read from about 15K to 25K
+	// IOPS. A peer that answers more slowly gets a longer spin, up to
+	// spin.MaxFactor times ReadSpin: twice its measured turnaround
+	// (spin.Turnaround; a target serving a FUSE mount at QD1 waits 70-90
+	// µs for each command). While a receiver spins (yielding), its
+	// processor does not poll the network for the other goroutines: the
+	// spin stops as soon as the connection's own sender waits for socket
+	// space (a 1 MiB WRITE's Read Responses fell to 0.4x without that),
+	// and other connections of the process wait at most the spin. 0 (the
+	// engine's default) never spins; ddptarget and ddpinitiator use
+	// DefaultReadSpin.
 	ReadSpin time.Duration
 	// SCTP configures the association of a connection over network "sctp"
 	// (kernel SCTP) or "sctp-udp" (userspace SCTP over UDP): DDP over SCTP

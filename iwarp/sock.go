@@ -9,6 +9,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/ddpstore/ddpstore/iwarp/spin"
 	"golang.org/x/sys/unix"
 )
 
@@ -37,8 +38,8 @@ type sock struct {
 	rn    int
 	rerr  error
 	rfn   func(fd uintptr) bool
-	// spin: how long readv polls before it waits in the poller; tfn is
-	// one poll, ragain its EAGAIN.
+	// spin: how long readv polls before it waits in the poller, at the
+	// least (turn may make it longer); tfn is one poll, ragain its EAGAIN.
 	spin   time.Duration
 	tfn    func(fd uintptr) bool
 	ragain bool
@@ -51,9 +52,9 @@ type sock struct {
 	// wblocked: a writev waits for socket space (set by the sender, read
 	// by a spinning receiver, which then lets the poller run).
 	wblocked atomic.Bool
-	// writes counts the writes that sent something: a spinning reader
-	// spins for s.spin after the last one (see readv).
-	writes atomic.Uint64
+	// turn times the peer's answers: from this end's last write that
+	// sent something to the next message's first octets (see readv).
+	turn spin.Turnaround
 	// wtry: the writev is writeSome's, which never waits; wagain, that
 	// the socket took no more.
 	wtry, wagain bool
@@ -94,33 +95,38 @@ func fillIOV(iov []unix.Iovec, bufs [][]byte) []unix.Iovec {
 }
 
 // readv reads into bufs in order and returns how many octets arrived: at
-// least one, or an error (io.EOF when the peer closed its half). With spin
-// it polls for up to s.spin before it waits in the poller: for the next
-// message, not for the rest of one, whose octets are already on their way
-// (polling for those costs a readv per few octets).
-func (s *sock) readv(bufs [][]byte, spin bool) (int, error) {
+// least one, or an error (io.EOF when the peer closed its half). With poll
+// it polls first (for s.spin, or longer for a slower peer: see
+// spin.Turnaround) before it waits in the poller: for the next message,
+// not for the rest of one, whose octets are already on their way (polling
+// for those costs a readv per few octets).
+func (s *sock) readv(bufs [][]byte, poll bool) (int, error) {
 	s.rbufs = bufs
 	s.riov = fillIOV(s.riov, bufs)
 	if len(s.riov) == 0 {
 		return 0, nil
 	}
 	s.rn, s.rerr = 0, nil
-	if spin && s.spin > 0 {
+	if poll && s.spin > 0 {
 		// Poll first (see ConnConfig.ReadSpin): each try is one readv
 		// under the poller's lock on the descriptor, never a wait.
 		//
-		// The spin lasts s.spin from this end's last write, not from the
-		// first try: what this end waits for is the peer's answer to what
-		// it sent, and the goroutines that Gosched lets run (the consumer
-		// of the last message, answering it) may take much of s.spin
-		// before they send.
-		var deadline time.Time
-		var wrote uint64
+		// The spin lasts from this end's last write, not from the first
+		// try: what this end waits for is the peer's answer to what it
+		// sent, and the goroutines that Gosched lets run (the consumer of
+		// the last message, answering it) may take much of the spin
+		// before they send. How long is the peer's measured turnaround
+		// (spin.Turnaround): a peer slower than s.spin, within a bound,
+		// gets a longer spin.
+		budget := int64(s.turn.Spin(s.spin))
+		var first int64
 		for {
 			if err := s.rc.Read(s.tfn); err != nil {
 				return 0, err
 			}
+			now := spin.Now()
 			if !s.ragain {
+				s.turn.Arrived(now, s.spin)
 				return s.rn, s.rerr
 			}
 			if s.wblocked.Load() {
@@ -128,10 +134,10 @@ func (s *sock) readv(bufs [][]byte, spin bool) (int, error) {
 				// this processor polls the network.
 				break
 			}
-			now := time.Now()
-			if w := s.writes.Load(); deadline.IsZero() || w != wrote {
-				deadline, wrote = now.Add(s.spin), w
-			} else if !now.Before(deadline) {
+			if first == 0 {
+				first = now
+			}
+			if now-max(first, s.turn.LastWrite()) >= budget {
 				break
 			}
 			runtime.Gosched()
@@ -139,6 +145,9 @@ func (s *sock) readv(bufs [][]byte, spin bool) (int, error) {
 	}
 	if err := s.rc.Read(s.rfn); err != nil {
 		return 0, err
+	}
+	if poll && s.spin > 0 {
+		s.turn.Arrived(spin.Now(), s.spin)
 	}
 	return s.rn, s.rerr
 }
@@ -229,7 +238,7 @@ func (s *sock) doWrite(fd uintptr) bool {
 			s.werr = &net.OpError{Op: "writev", Net: "tcp", Err: e}
 			return true
 		}
-		s.writes.Add(1)
+		s.turn.Wrote()
 		s.wbufs = advance(s.wbufs, int(n))
 		s.wiov = advanceIOV(s.wiov, int(n))
 	}

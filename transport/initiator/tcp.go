@@ -108,7 +108,7 @@ func (s *Session) connectTCP(ctx context.Context, addr string) (*tcpTransport, e
 	t.peerMaxSeg.Store(loginData)
 	t.w = tcpconn.Writer{Conn: nc, Digests: &t.digests}
 	// The same read spin as over iSER (Config.Conn.ReadSpin).
-	t.r = tcpconn.Reader{Conn: nc, Digests: &t.digests, Max: tcpRecvData, Spin: max(s.cfg.Conn.ReadSpin, 0), Writing: &t.w.Writing}
+	t.r = tcpconn.Reader{Conn: nc, Digests: &t.digests, Max: tcpRecvData, Spin: max(s.cfg.Conn.ReadSpin, 0), Writing: &t.w.Writing, Turn: &t.w.Turn}
 	go t.read()
 	return t, nil
 }

@@ -165,7 +165,7 @@ func (c *conn) serveTCP(nc net.Conn) {
 		t.free <- i
 	}
 	t.w = tcpconn.Writer{Conn: nc, Digests: &t.digests}
-	t.r = tcpconn.Reader{Conn: nc, Digests: &t.digests, Max: t.maxRecv, Spin: cfg.TCPReadSpin, Writing: &t.w.Writing}
+	t.r = tcpconn.Reader{Conn: nc, Digests: &t.digests, Max: t.maxRecv, Spin: cfg.TCPReadSpin, Writing: &t.w.Writing, Turn: &t.w.Turn}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}

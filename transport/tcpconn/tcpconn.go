@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ddpstore/ddpstore/iwarp/spin"
 	"github.com/ddpstore/ddpstore/transport/iscsi"
 	"golang.org/x/sys/unix"
 )
@@ -34,6 +35,8 @@ type Writer struct {
 	Digests *Digests
 	// Writing is true while Flush writes (see Reader.Writing).
 	Writing atomic.Bool
+	// Turn times the peer's answers to what Flush wrote (see Reader.Turn).
+	Turn spin.Turnaround
 
 	iov   net.Buffers
 	iovs  [][]byte
@@ -99,6 +102,7 @@ func (w *Writer) Flush() error {
 	w.Writing.Store(true)
 	_, err := w.iov.WriteTo(w.Conn)
 	w.Writing.Store(false)
+	w.Turn.Wrote()
 	return err
 }
 
@@ -115,9 +119,13 @@ type Reader struct {
 	// in a virtual machine (iwarp.ConnConfig.ReadSpin, the same for iSER).
 	// Writing, when set, is the connection's Writer's: while it is in a
 	// write, which may be waiting for the poller that a spinning reader
-	// keeps from running, the spin stops.
+	// keeps from running, the spin stops. Turn, when set, is the Writer's
+	// measure of the peer's answers: the spin then lasts from the last
+	// write, for longer when the peer answers more slowly than Spin, within
+	// a bound (spin.Turnaround).
 	Spin    time.Duration
 	Writing *atomic.Bool
+	Turn    *spin.Turnaround
 
 	rc   syscall.RawConn // Conn's, for the spin; nil until the first
 	poll func(fd uintptr) bool
@@ -141,6 +149,9 @@ func (r *Reader) Header() (iscsi.BHS, error) {
 	}
 	if _, err := io.ReadFull(r.Conn, r.hdr[got:iscsi.BHSLen]); err != nil {
 		return nil, err
+	}
+	if got == 0 && r.Spin > 0 && r.Turn != nil {
+		r.Turn.Arrived(spin.Now(), r.Spin)
 	}
 	bhs := iscsi.BHS(r.hdr[:iscsi.BHSLen])
 	// Digests start with the Full Feature Phase: the flag is read after the
@@ -190,24 +201,34 @@ func (r *Reader) spin(b []byte) int {
 		}
 	}
 	r.pbuf = b
-	var deadline time.Time
+	budget, first, wrote := int64(r.Spin), int64(0), int64(0)
+	if r.Turn != nil {
+		budget = int64(r.Turn.Spin(r.Spin))
+	}
 	for {
 		if err := r.rc.Read(r.poll); err != nil {
 			return 0
 		}
+		now := spin.Now()
 		switch {
 		case r.perr == nil && r.pn > 0:
 			r.spun++
+			if r.Turn != nil {
+				r.Turn.Arrived(now, r.Spin)
+			}
 			return r.pn
 		case r.perr != unix.EAGAIN:
 			return 0 // the end, or an error: the blocking read says which
 		case r.Writing != nil && r.Writing.Load():
 			return 0
 		}
-		now := time.Now()
-		if deadline.IsZero() {
-			deadline = now.Add(r.Spin)
-		} else if !now.Before(deadline) {
+		if first == 0 {
+			first = now
+		}
+		if r.Turn != nil {
+			wrote = r.Turn.LastWrite()
+		}
+		if now-max(first, wrote) >= budget {
 			return 0
 		}
 		runtime.Gosched()

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ddpstore/ddpstore/iwarp/spin"
 	"github.com/ddpstore/ddpstore/transport/iscsi"
 )
 
@@ -242,5 +243,44 @@ func TestReaderSpin(t *testing.T) {
 	go func() { time.Sleep(time.Millisecond); a.Close() }()
 	if _, err := r.Header(); !errors.Is(err, io.EOF) {
 		t.Fatalf("Header at the stream's end: %v, want EOF", err)
+	}
+}
+
+// TestReaderTurnaround: with Turn, Header times the peer's answer to this
+// end's last write (spin.Turnaround); a PDU with no write before it is no
+// sample. The answer comes later than the bound, so the sample is the
+// clamp whatever the machine's speed.
+func TestReaderTurnaround(t *testing.T) {
+	a, b := pair(t)
+	var d Digests
+	w := &Writer{Conn: a, Digests: &d}
+	var writing atomic.Bool
+	var turn spin.Turnaround
+	const base = 100 * time.Microsecond
+	r := &Reader{Conn: b, Digests: &d, Max: 8192, Spin: base, Writing: &writing, Turn: &turn}
+	send := func(itt uint32) {
+		w.Begin(1)
+		nop(w, itt, nil)
+		if err := w.Flush(); err != nil {
+			t.Error(err)
+		}
+	}
+	turn.Wrote() // as this end's Writer does after each Flush
+	go func() {
+		time.Sleep(5 * time.Millisecond)
+		send(1)
+		send(2)
+	}()
+	for itt := uint32(1); itt <= 2; itt++ {
+		if bhs, err := r.Header(); err != nil || bhs.ITT() != itt {
+			t.Fatalf("PDU %d: %v, %v", itt, bhs, err)
+		}
+		clamp := 2 * spin.MaxFactor * base
+		if s, n := turn.Smoothed(); n != 1 || s != clamp {
+			t.Fatalf("after PDU %d: %v over %d samples, want %v over 1", itt, s, n, clamp)
+		}
+	}
+	if w.Turn.LastWrite() == 0 {
+		t.Fatal("Flush did not record its write")
 	}
 }
