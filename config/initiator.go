@@ -55,11 +55,12 @@ type Mount struct {
 	DirectIO   bool // bypass the page cache (FOPEN_DIRECT_IO); default true
 	MaxWrite   Size // the largest write FUSE passes at once, 4KiB..MaxMaxWrite in whole pages; default 1MiB
 	AllowOther bool // let users other than the one mounting use the mount (needs root or user_allow_other); default false
-	// IOURing is how FUSE requests reach the mount: "auto" (default) over
-	// FUSE's io_uring queues where the kernel offers them (Linux 6.14+ with
-	// /sys/module/fuse/parameters/enable_uring Y), else through /dev/fuse;
-	// "on" only over io_uring (the mount fails without); "off" only through
-	// /dev/fuse.
+	// IOURing is how FUSE requests reach the mount: "off" (default) through
+	// /dev/fuse; "auto" over FUSE's io_uring queues where the kernel offers
+	// them (Linux 6.14+ with /sys/module/fuse/parameters/enable_uring Y),
+	// else through /dev/fuse; "on" only over io_uring (the mount fails
+	// without). Off by default: measured against /dev/fuse on a 2-CPU VM,
+	// the io_uring queues were slower at every pattern (docs/performance.md).
 	IOURing string
 }
 
@@ -87,7 +88,7 @@ const (
 
 // DefaultMount returns the mount options a configuration gets when it names none.
 func DefaultMount() Mount {
-	return Mount{DirectIO: true, MaxWrite: MaxMaxWrite, AllowOther: false, IOURing: "auto"}
+	return Mount{DirectIO: true, MaxWrite: MaxMaxWrite, AllowOther: false, IOURing: "off"}
 }
 
 // DefaultNOP returns the keepalive a configuration gets when it names none.
@@ -462,7 +463,7 @@ var initiatorSettings = []setting{
 		}, nil},
 	{Setting{"mount-allow-other", "mount.allow_other", true, "mount: let other users use the mount (default false)"},
 		readBool(func(c *Initiator) *bool { return &c.Mount.AllowOther }), nil},
-	{Setting{"mount-io-uring", "mount.io_uring", false, "mount: FUSE requests over io_uring: auto (where the kernel offers it, default), on or off"},
+	{Setting{"mount-io-uring", "mount.io_uring", false, "mount: FUSE requests over io_uring: off (through /dev/fuse, default), auto (where the kernel offers it) or on"},
 		func(d *decoder, c *Initiator, f field, path string) {
 			if v, ok := d.oneOf(f, path, "an io_uring mode", ioURingValues); ok {
 				c.Mount.IOURing = v

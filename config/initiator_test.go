@@ -42,7 +42,7 @@ func exampleInitiator() *Initiator {
 		QueueDepth:      128,
 		Buffers:         64 * MiB,
 		MPA:             MPA{Revision: 2, Markers: false, CRC: true},
-		Mount:           Mount{DirectIO: true, MaxWrite: MiB, AllowOther: false, IOURing: "auto"},
+		Mount:           Mount{DirectIO: true, MaxWrite: MiB, AllowOther: false, IOURing: "off"},
 		RecoveryTimeout: 30 * time.Second,
 		NOP:             NOP{Interval: 5 * time.Second, Timeout: 15 * time.Second},
 		Log:             Log{Level: "info", Format: "text"},
@@ -87,7 +87,7 @@ targets:
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("defaults:\n got %#v\nwant %#v", got, want)
 	}
-	if DefaultMount() != (Mount{DirectIO: true, MaxWrite: MiB, IOURing: "auto"}) || DefaultNOP() != (NOP{5 * time.Second, 15 * time.Second}) ||
+	if DefaultMount() != (Mount{DirectIO: true, MaxWrite: MiB, IOURing: "off"}) || DefaultNOP() != (NOP{5 * time.Second, 15 * time.Second}) ||
 		DefaultQueueDepth != 128 || DefaultBuffers != 64*MiB || DefaultRecoveryTimeout != 30*time.Second {
 		t.Errorf("defaults changed: %+v %+v", DefaultMount(), DefaultNOP())
 	}
@@ -102,7 +102,7 @@ mount: {allow_other: true}
 nop: {interval: 0}
 log: {format: json}
 `)
-	if got.MPA != (MPA{Revision: 2, Markers: true, CRC: true}) || got.Mount != (Mount{DirectIO: true, MaxWrite: MiB, AllowOther: true, IOURing: "auto"}) ||
+	if got.MPA != (MPA{Revision: 2, Markers: true, CRC: true}) || got.Mount != (Mount{DirectIO: true, MaxWrite: MiB, AllowOther: true, IOURing: "off"}) ||
 		got.NOP != (NOP{Interval: 0, Timeout: 15 * time.Second}) || got.Log != (Log{Level: "info", Format: "json"}) {
 		t.Errorf("partial sections: %+v %+v %+v %+v", got.MPA, got.Mount, got.NOP, got.Log)
 	}
@@ -153,7 +153,7 @@ targets:
 queue_depth: 128
 buffers: 64MiB
 mpa: {revision: 2, markers: false, crc: true}
-mount: {direct_io: true, max_write: 1MiB, allow_other: false, io_uring: auto}
+mount: {direct_io: true, max_write: 1MiB, allow_other: false, io_uring: off}
 recovery_timeout: 30s
 nop: {interval: 5s, timeout: 15s}
 log: {level: info, format: text}

@@ -49,10 +49,10 @@ type Options struct {
 	Name string
 	// Debug logs every FUSE request.
 	Debug bool
-	// IOURing is how requests reach the filesystem: IOURingAuto (or
-	// empty) over FUSE's io_uring queues where the kernel offers them, else
-	// through /dev/fuse; IOURingOn only over io_uring (the mount fails
-	// where it cannot); IOURingOff only through /dev/fuse.
+	// IOURing is how requests reach the filesystem: IOURingOff (or empty)
+	// only through /dev/fuse; IOURingAuto over FUSE's io_uring queues where
+	// the kernel offers them, else through /dev/fuse; IOURingOn only over
+	// io_uring (the mount fails where it cannot).
 	IOURing string
 }
 
@@ -69,7 +69,7 @@ func CheckIOURing(mode string) error {
 	case "", IOURingAuto, IOURingOn, IOURingOff:
 		return nil
 	}
-	return fmt.Errorf("io_uring mode %q: want auto, on or off", mode)
+	return fmt.Errorf("io_uring mode %q: want off, auto or on", mode)
 }
 
 // attrValid is how long the kernel may cache names and attributes: the
@@ -136,7 +136,7 @@ func (fs *FS) Mount(dir string) (*Server, error) {
 	if err := CheckIOURing(mode); err != nil {
 		return nil, err
 	}
-	if mode == IOURingOff {
+	if mode == IOURingOff || mode == "" {
 		return fs.mountClassic(dir)
 	}
 	if why := ringUnavailable(); why != nil {

@@ -189,7 +189,7 @@ func TestRingODirectParallel(t *testing.T) {
 func TestRingFallback(t *testing.T) {
 	setURing(t, false)
 	st := testtarget.Memory(t, 1<<20)
-	dir, srv := mountServer(t, lunfs.Options{DirectIO: true}, st)
+	dir, srv := mountServer(t, lunfs.Options{DirectIO: true, IOURing: lunfs.IOURingAuto}, st)
 	if srv.IOURing() {
 		t.Fatal("io_uring in use with the kernel's switch off")
 	}
@@ -228,25 +228,31 @@ func TestCheckIOURing(t *testing.T) {
 	}
 }
 
-// TestRingOff: off serves through /dev/fuse even where the kernel offers
-// the ring.
+// TestRingOff: off, and the default (no mode), serve through /dev/fuse
+// even where the kernel offers the ring; auto takes the ring there.
 func TestRingOff(t *testing.T) {
 	setURing(t, true)
-	st := testtarget.Memory(t, 1<<20)
-	dir, srv := mountServer(t, lunfs.Options{DirectIO: true, IOURing: lunfs.IOURingOff}, st)
-	if srv.IOURing() {
-		t.Fatal("io_uring in use with off")
-	}
-	f, err := os.OpenFile(filepath.Join(dir, "lun0"), os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	p := bytes.Repeat([]byte("classic!"), 512)
-	if _, err := f.WriteAt(p, 4096); err != nil || !bytes.Equal(st.Mapping().Bytes()[4096:4096+len(p)], p) {
-		t.Fatalf("write: %v", err)
-	}
-	if srv.RingRequests() != 0 {
-		t.Fatalf("%d requests over a ring that is off", srv.RingRequests())
+	for _, mode := range []string{lunfs.IOURingOff, "", lunfs.IOURingAuto} {
+		st := testtarget.Memory(t, 1<<20)
+		dir, srv := mountServer(t, lunfs.Options{DirectIO: true, IOURing: mode}, st)
+		if want := mode == lunfs.IOURingAuto; srv.IOURing() != want {
+			t.Fatalf("mode %q: io_uring in use %v, want %v", mode, srv.IOURing(), want)
+		}
+		p := bytes.Repeat([]byte(mode+"."), 512)
+		f, err := os.OpenFile(filepath.Join(dir, "lun0"), os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.WriteAt(p, 0)
+		f.Close()
+		if err != nil {
+			t.Fatalf("mode %q: %v", mode, err)
+		}
+		if !bytes.Equal(st.Mapping().Bytes()[:len(p)], p) {
+			t.Fatalf("mode %q: the write did not reach the LUN", mode)
+		}
+		if n := srv.RingRequests(); (n != 0) != (mode == lunfs.IOURingAuto) {
+			t.Fatalf("mode %q: %d requests over the ring", mode, n)
+		}
 	}
 }

@@ -30,7 +30,7 @@ type Config struct {
 	DirectIO   bool
 	AllowOther bool
 	Debug      bool
-	IOURing    string // FUSE over io_uring: auto (also when empty), on or off (lunfs.Options.IOURing)
+	IOURing    string // FUSE over io_uring: off (also when empty), auto or on (lunfs.Options.IOURing)
 }
 
 // slotSize holds a whole MaxWrite at any offset of 4 KiB blocks.
