@@ -135,6 +135,24 @@ func (c *conn) txLoop() {
 				continue
 			}
 		}
+		if q.corks.Load() > 0 && !c.graceful.Load() && t.hasWork() {
+			// Corked (QP.Cork): the work waits for Uncork here too, as
+			// in post; a wake-up left from before the Cork would
+			// otherwise send the first of the corked work alone. Then
+			// look again, as post does: an Uncork that came before the
+			// flag was set did not see it. A graceful close is not held.
+			q.corked.Store(true)
+			if q.corks.Load() > 0 {
+				c.txmu.Unlock()
+				select {
+				case <-q.kick:
+				case <-c.stop:
+					c.txEnd()
+					return
+				}
+				continue
+			}
+		}
 		if !t.hasWork() {
 			if c.graceful.Load() && q.sq.Len() == 0 && !t.hasPend && c.readHead.Load() == c.readTl.Load() {
 				t.ended = true
