@@ -40,9 +40,10 @@ type sock struct {
 	rfn   func(fd uintptr) bool
 	// spin: how long readv polls before it waits in the poller, at the
 	// least (turn may make it longer); tfn is one poll, ragain its EAGAIN.
-	spin   time.Duration
-	tfn    func(fd uintptr) bool
-	ragain bool
+	spin    time.Duration
+	tfn     func(fd uintptr) bool
+	ragain  bool
+	tryRead func() (bool, error) // one poll, for spin.Turnaround.Poll
 
 	wbufs [][]byte
 	wiov  []unix.Iovec // what is left of wiovs to write
@@ -73,6 +74,12 @@ func newSock(tc *net.TCPConn, spin time.Duration) (*sock, error) {
 	s.rfn = s.doRead
 	s.spin = spin
 	s.tfn = func(fd uintptr) bool { s.ragain = !s.doRead(fd); return true }
+	s.tryRead = func() (bool, error) {
+		if err := s.rc.Read(s.tfn); err != nil {
+			return false, err
+		}
+		return !s.ragain, nil
+	}
 	s.wfn = s.doWrite
 	return s, nil
 }
@@ -111,15 +118,10 @@ func (s *sock) readv(bufs [][]byte, poll bool) (int, error) {
 		// Poll first (see ConnConfig.ReadSpin): each try is one readv
 		// under the poller's lock on the descriptor, never a wait.
 		//
-		// The spin lasts from this end's last write, not from the first
-		// try: what this end waits for is the peer's answer to what it
-		// sent, and the goroutines that Gosched lets run (the consumer of
-		// the last message, answering it) may take much of the spin
-		// before they send. How long is the peer's measured turnaround
-		// (spin.Turnaround): a peer slower than s.spin, within a bound,
-		// gets a longer spin.
-		budget := int64(s.turn.Spin(s.spin))
-		var first int64
+		// How long is the peer's measured turnaround (spin.Turnaround):
+		// a peer slower than s.spin, within a bound, gets a longer spin,
+		// lasting from this end's last write (spin.Turnaround.Poll).
+		//
 		// Yield first: the message just taken has usually readied its
 		// consumer (the connection's loop) on this processor, and the
 		// answer it sends is what the peer waits for; a poll now would
@@ -127,27 +129,12 @@ func (s *sock) readv(bufs [][]byte, poll bool) (int, error) {
 		// process, paired: 1.03-1.58x in 8 rounds, 0.81-1.18x (5 of 6
 		// better) with the order reversed (docs/performance.md).
 		runtime.Gosched()
-		for {
-			if err := s.rc.Read(s.tfn); err != nil {
-				return 0, err
-			}
-			now := spin.Now()
-			if !s.ragain {
-				s.turn.Arrived(now, s.spin)
-				return s.rn, s.rerr
-			}
-			if s.wblocked.Load() {
-				// The sender waits for the poller: stop spinning, so that
-				// this processor polls the network.
-				break
-			}
-			if first == 0 {
-				first = now
-			}
-			if now-max(first, s.turn.LastWrite()) >= budget {
-				break
-			}
-			runtime.Gosched()
+		got, err := s.turn.Poll(s.spin, s.tryRead, &s.wblocked)
+		if err != nil {
+			return 0, err
+		}
+		if got {
+			return s.rn, s.rerr
 		}
 	}
 	if err := s.rc.Read(s.rfn); err != nil {

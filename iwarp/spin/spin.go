@@ -15,6 +15,7 @@
 package spin
 
 import (
+	"runtime"
 	"sync/atomic"
 	"time"
 )
@@ -97,4 +98,39 @@ func (t *Turnaround) Spin(base time.Duration) time.Duration {
 // Smoothed is the smoothed turnaround and the number of samples taken.
 func (t *Turnaround) Smoothed() (time.Duration, uint64) {
 	return time.Duration(t.smooth), t.samples
+}
+
+// Poll is the spin itself: it calls try, one non-blocking read that
+// reports whether octets (or the end of the stream, or an error) arrived,
+// until one does or the spin is over, yielding the processor between
+// tries. The spin lasts t.Spin(base) from this end's last write or from
+// the first try, whichever is later: what this end waits for is the
+// peer's answer to what it sent, and the goroutines a yield lets run may
+// take much of the spin before they send. It stops early when stop (may be
+// nil) is set: a writer of this connection waits for the poller, which a
+// spinning reader keeps from running. An arrival is a sample (Arrived).
+// Poll returns try's error, or whether something arrived.
+func (t *Turnaround) Poll(base time.Duration, try func() (bool, error), stop *atomic.Bool) (bool, error) {
+	budget, first := int64(t.Spin(base)), int64(0)
+	for {
+		got, err := try()
+		if err != nil {
+			return false, err
+		}
+		now := Now()
+		if got {
+			t.Arrived(now, base)
+			return true, nil
+		}
+		if stop != nil && stop.Load() {
+			return false, nil
+		}
+		if first == 0 {
+			first = now
+		}
+		if now-max(first, t.LastWrite()) >= budget {
+			return false, nil
+		}
+		runtime.Gosched()
+	}
 }

@@ -1,6 +1,8 @@
 package spin
 
 import (
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -96,5 +98,35 @@ func TestWrote(t *testing.T) {
 	tr.Wrote()
 	if w := tr.LastWrite(); w < before || w > Now() {
 		t.Fatalf("LastWrite %d outside [%d, now]", w, before)
+	}
+}
+
+// TestPoll: Poll ends on an arrival (a sample), on try's error, on stop,
+// and when the spin is over.
+func TestPoll(t *testing.T) {
+	var turn Turnaround
+	turn.Wrote()
+	tries := 0
+	got, err := turn.Poll(time.Hour, func() (bool, error) { tries++; return tries == 3, nil }, nil)
+	if !got || err != nil || tries != 3 {
+		t.Fatalf("arrival on the third try: got %v, %v after %d tries", got, err, tries)
+	}
+	if _, n := turn.Smoothed(); n != 1 {
+		t.Fatalf("%d samples after an answer to a write, want 1", n)
+	}
+	boom := errors.New("boom")
+	if got, err := turn.Poll(time.Hour, func() (bool, error) { return false, boom }, nil); got || err != boom {
+		t.Fatalf("try's error: got %v, %v", got, err)
+	}
+	var stop atomic.Bool
+	stop.Store(true)
+	tries = 0
+	if got, err := turn.Poll(time.Hour, func() (bool, error) { tries++; return false, nil }, &stop); got || err != nil || tries != 1 {
+		t.Fatalf("stop set: got %v, %v after %d tries", got, err, tries)
+	}
+	// A spin of a nanosecond, from a write long ago: over after one try.
+	tries = 0
+	if got, err := turn.Poll(time.Nanosecond, func() (bool, error) { tries++; return false, nil }, nil); got || err != nil || tries > 100 {
+		t.Fatalf("spin over: got %v, %v after %d tries", got, err, tries)
 	}
 }

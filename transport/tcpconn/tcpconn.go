@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"runtime"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -127,12 +126,13 @@ type Reader struct {
 	Writing *atomic.Bool
 	Turn    *spin.Turnaround
 
-	rc   syscall.RawConn // Conn's, for the spin; nil until the first
-	poll func(fd uintptr) bool
-	pbuf []byte
-	pn   int
-	perr error
-	spun int // headers begun by the spin (tests)
+	rc     syscall.RawConn // Conn's, for the spin; nil until the first
+	try    func() (bool, error)
+	noTurn spin.Turnaround // Turn when none is set
+	pbuf   []byte
+	pn     int
+	perr   error
+	spun   int // headers begun by the spin (tests)
 
 	hdr  [iscsi.BHSLen + iscsi.DigestLen]byte
 	tail [3 + iscsi.DigestLen]byte
@@ -193,46 +193,34 @@ func (r *Reader) spin(b []byte) int {
 			return 0
 		}
 		r.rc = rc
-		r.poll = func(fd uintptr) bool {
+		poll := func(fd uintptr) bool {
 			// One try: the socket is non-blocking, and true ends RawRead
 			// without waiting for the poller.
 			r.pn, r.perr = unix.Read(int(fd), r.pbuf)
 			return true
 		}
+		r.try = func() (bool, error) {
+			if err := rc.Read(poll); err != nil {
+				return false, err
+			}
+			return r.perr != unix.EAGAIN, nil
+		}
 	}
 	r.pbuf = b
-	budget, first, wrote := int64(r.Spin), int64(0), int64(0)
-	if r.Turn != nil {
-		budget = int64(r.Turn.Spin(r.Spin))
+	turn := r.Turn
+	if turn == nil {
+		// No writer's measure: a fresh one spins the base from the
+		// first try, and keeps no samples (nothing was written).
+		turn = &r.noTurn
 	}
-	for {
-		if err := r.rc.Read(r.poll); err != nil {
-			return 0
-		}
-		now := spin.Now()
-		switch {
-		case r.perr == nil && r.pn > 0:
-			r.spun++
-			if r.Turn != nil {
-				r.Turn.Arrived(now, r.Spin)
-			}
-			return r.pn
-		case r.perr != unix.EAGAIN:
-			return 0 // the end, or an error: the blocking read says which
-		case r.Writing != nil && r.Writing.Load():
-			return 0
-		}
-		if first == 0 {
-			first = now
-		}
-		if r.Turn != nil {
-			wrote = r.Turn.LastWrite()
-		}
-		if now-max(first, wrote) >= budget {
-			return 0
-		}
-		runtime.Gosched()
+	if got, err := turn.Poll(r.Spin, r.try, r.Writing); err != nil || !got {
+		return 0
 	}
+	if r.perr != nil || r.pn <= 0 {
+		return 0 // the end, or an error: the blocking read says which
+	}
+	r.spun++
+	return r.pn
 }
 
 // Data reads the data segment of the PDU Header returned into dst (its
