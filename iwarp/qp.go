@@ -266,6 +266,17 @@ func (q *QP) PostSend(wr *SendWR) error {
 // write, made by Uncork in its caller's goroutine when the sender is idle.
 func (q *QP) Cork() { q.corks.Add(1) }
 
+// held reports whether the QP is corked, so that what is posted now is
+// Uncork's to send, and tells Uncork that there is something. It looks
+// twice: an Uncork that came before the flag was set did not see it.
+func (q *QP) held() bool {
+	if q.corks.Load() == 0 {
+		return false
+	}
+	q.corked.Store(true)
+	return q.corks.Load() > 0
+}
+
 // Uncork undoes a Cork; the last one transmits what was posted meanwhile,
 // if anything was.
 func (q *QP) Uncork() {

@@ -135,23 +135,16 @@ func (c *conn) txLoop() {
 				continue
 			}
 		}
-		if q.corks.Load() > 0 && !c.graceful.Load() && t.hasWork() {
-			// Corked (QP.Cork): the work waits for Uncork here too, as
-			// in post; a wake-up left from before the Cork would
-			// otherwise send the first of the corked work alone. Then
-			// look again, as post does: an Uncork that came before the
-			// flag was set did not see it. A graceful close is not held.
-			q.corked.Store(true)
-			if q.corks.Load() > 0 {
-				c.txmu.Unlock()
-				select {
-				case <-q.kick:
-				case <-c.stop:
-					c.txEnd()
-					return
-				}
-				continue
+		if !c.graceful.Load() && t.hasWork() && q.held() {
+			// Corked work waits for Uncork here too, as in post: a
+			// wake-up left from before the Cork would otherwise send the
+			// first of the corked work alone. A graceful close is not
+			// held.
+			c.txmu.Unlock()
+			if !c.idle() {
+				return
 			}
+			continue
 		}
 		if !t.hasWork() {
 			if c.graceful.Load() && q.sq.Len() == 0 && !t.hasPend && c.readHead.Load() == c.readTl.Load() {
@@ -161,10 +154,7 @@ func (c *conn) txLoop() {
 				return
 			}
 			c.txmu.Unlock()
-			select {
-			case <-q.kick:
-			case <-c.stop:
-				c.txEnd()
+			if !c.idle() {
 				return
 			}
 			continue
@@ -178,6 +168,18 @@ func (c *conn) txLoop() {
 			// Let the receiver see the error too; the reaper flushes.
 			q.fail(err)
 		}
+	}
+}
+
+// idle waits for a wake-up of the sender goroutine and reports true, or
+// ends the sender when the connection stops and reports false.
+func (c *conn) idle() bool {
+	select {
+	case <-c.qp.kick:
+		return true
+	case <-c.stop:
+		c.txEnd()
+		return false
 	}
 }
 
@@ -204,14 +206,8 @@ func (c *conn) txEnd() {
 // would make a write each. Nothing is sent while the QP is corked; Uncork
 // posts.
 func (c *conn) post() {
-	if q := c.qp; q.corks.Load() > 0 {
-		// Leave it to Uncork, telling it that there is something (then
-		// look again: an Uncork that came before the flag was set did
-		// not see it).
-		q.corked.Store(true)
-		if q.corks.Load() > 0 {
-			return
-		}
+	if c.qp.held() {
+		return
 	}
 	if !c.direct.Load() || !c.txmu.TryLock() {
 		c.wake()
