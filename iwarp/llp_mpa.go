@@ -20,6 +20,14 @@ const (
 	// FPDU to be large too, and so reads ahead only a little past a direct
 	// read, instead of staging (and copying) a large part of its payload.
 	bigFPDU = 8 << 10
+	// bigRecent is how many FPDUs after a big one the receiver still
+	// reads ahead only a little: a large tagged message is often followed
+	// by a small FPDU or two (its short last segment, the Send that
+	// answers for it) and then the next large one (a 64 KiB read's
+	// data at queue depth 8). Reading the whole staging buffer after
+	// those small FPDUs staged most of the next large payload, to be
+	// copied again into place.
+	bigRecent = 4
 	// smallRead is that little: the FPDU's PAD and CRC, a Marker or two,
 	// and the next FPDU's ULPDU_Length and DDP/RDMAP header (at most 46
 	// octets, a Read Request's), with room to spare.
@@ -60,6 +68,12 @@ type mpaRx struct {
 	plan   [][]byte
 	bufs   [][]byte
 	ulen   int // the current FPDU's ULPDU_Length
+	// sinceBig counts the FPDUs begun since the last of bigFPDU octets or
+	// more.
+	sinceBig int
+	// staged counts the ULPDU octets taken from the staging buffer, that
+	// is copied, not read straight into place (tests).
+	staged int
 	// bad is the protocol error found in the current segment, reported at
 	// the FPDU's end once its CRC is known to be good; until then the rest
 	// of its ULPDU is dropped.
@@ -80,10 +94,11 @@ type mpaTx struct {
 func newMPALLP(s *sock, neg mpa.Negotiated, emss int) *mpaLLP {
 	m := &mpaLLP{s: s, neg: neg}
 	m.rx = mpaRx{
-		d:     mpa.NewDeframer(0, neg.RxMarkers, neg.CRC),
-		stage: make([]byte, stagingSize),
-		plan:  make([][]byte, 0, 140),
-		bufs:  make([][]byte, 0, 141),
+		d:        mpa.NewDeframer(0, neg.RxMarkers, neg.CRC),
+		stage:    make([]byte, stagingSize),
+		plan:     make([][]byte, 0, 140),
+		bufs:     make([][]byte, 0, 141),
+		sinceBig: bigRecent, // no large FPDU yet
 	}
 	m.tx = mpaTx{framer: mpa.NewFramer(0, neg.TxMarkers, neg.CRC), fixedEMSS: emss}
 	if neg.TxMarkers {
@@ -98,12 +113,10 @@ func (m *mpaLLP) receive(r *rx) error {
 	x := &m.rx
 	for {
 		if x.sb == x.se {
-			// Between FPDUs after a large one, read only what the next
-			// header needs: its payload then goes straight into place.
-			buf := x.stage
-			if x.ulen >= bigFPDU {
-				buf = x.stage[:smallRead]
-			}
+			// Between FPDUs soon after a large one, read only what the
+			// next header needs: its payload then goes straight into
+			// place.
+			buf := x.ahead()
 			// Poll for the next message only between messages.
 			n, err := m.s.readv(append(x.bufs[:0], buf), r.betweenMessages() && x.d.AtBoundary())
 			if err != nil {
@@ -115,12 +128,13 @@ func (m *mpaLLP) receive(r *rx) error {
 		x.sb += n
 		switch ev {
 		case mpa.ULPDUStart:
-			x.ulen = x.d.ULPDULen()
+			x.began(x.d.ULPDULen())
 			r.start(x.ulen)
 		case mpa.ULPDUData:
 			if x.bad != nil {
 				continue // the rest of a bad segment
 			}
+			x.staged += len(data)
 			if err := r.data(data); err != nil {
 				// With CRCs in use, the header that broke a rule has not
 				// been verified yet: it may be a corrupted one. Drop the
@@ -176,10 +190,7 @@ func (m *mpaLLP) direct(r *rx, dst []byte) error {
 	}
 	cur := x.plan
 	staged := 0
-	ahead := x.stage
-	if x.ulen >= bigFPDU {
-		ahead = x.stage[:smallRead]
-	}
+	ahead := x.ahead()
 	for want > 0 {
 		x.bufs = append(append(x.bufs[:0], cur...), ahead)
 		n, err := m.s.readv(x.bufs, false)
@@ -198,6 +209,27 @@ func (m *mpaLLP) direct(r *rx, dst []byte) error {
 	}
 	x.sb, x.se = 0, staged
 	return r.placedDirect(len(target))
+}
+
+// began notes the start of an FPDU of ulen octets.
+func (x *mpaRx) began(ulen int) {
+	x.ulen = ulen
+	if ulen >= bigFPDU {
+		x.sinceBig = 0
+	} else if x.sinceBig < bigRecent {
+		x.sinceBig++
+	}
+}
+
+// ahead is where the receiver reads what follows the current FPDU: a
+// little of the staging buffer when large FPDUs are coming, so that the
+// next large payload goes straight into place; all of it otherwise, for a
+// run of small FPDUs in one readv.
+func (x *mpaRx) ahead() []byte {
+	if x.sinceBig < bigRecent {
+		return x.stage[:smallRead]
+	}
+	return x.stage
 }
 
 func (m *mpaLLP) verifiesFirst() bool { return false }
