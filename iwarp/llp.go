@@ -60,6 +60,9 @@ type llp interface {
 
 	setReadDeadline(time.Time)
 	setWriteDeadline(time.Time)
+	// awaitAnswer tells the receiver that the ULP waits for an answer
+	// (QP.AwaitAnswer).
+	awaitAnswer()
 	// closeWrite ends this end's direction gracefully after what was
 	// written: TCP's FIN, SCTP's Session Terminate.
 	closeWrite() error

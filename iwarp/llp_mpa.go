@@ -313,7 +313,8 @@ func (m *mpaLLP) tryWrite(iov [][]byte) ([][]byte, error) {
 	return nil, err
 }
 
-func (m *mpaLLP) setReadDeadline(t time.Time)  { m.s.tc.SetReadDeadline(t) }
+func (m *mpaLLP) setReadDeadline(t time.Time)  { m.s.setReadDeadline(t) }
+func (m *mpaLLP) awaitAnswer()                 { m.s.awaitAnswer() }
 func (m *mpaLLP) setWriteDeadline(t time.Time) { m.s.tc.SetWriteDeadline(t) }
 func (m *mpaLLP) closeWrite() error            { return m.s.tc.CloseWrite() }
 

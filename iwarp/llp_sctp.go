@@ -107,7 +107,10 @@ func (l *segLLP) postsDirect() bool { return false }
 
 func (l *segLLP) tryWrite(iov [][]byte) ([][]byte, error) { return nil, l.write(iov) }
 
-func (l *segLLP) setReadDeadline(t time.Time)  { l.s.SetReadDeadline(t) }
+func (l *segLLP) setReadDeadline(t time.Time) { l.s.SetReadDeadline(t) }
+
+// awaitAnswer: the SCTP receiver does not spin.
+func (l *segLLP) awaitAnswer()                 {}
 func (l *segLLP) setWriteDeadline(t time.Time) { l.s.SetWriteDeadline(t) }
 func (l *segLLP) closeWrite() error            { return l.s.CloseWrite() }
 

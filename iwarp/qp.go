@@ -277,6 +277,23 @@ func (q *QP) held() bool {
 	return q.corks.Load() > 0
 }
 
+// AwaitAnswer tells the QP that its ULP will wait for the peer's answer
+// to what it posts next, with nothing else to do meanwhile: a receiver
+// asleep in the poller is woken to poll for the answer (for
+// ConnConfig.ReadSpin, or longer for a slower peer: spin.Turnaround), and
+// one that is busy polls for it next, instead of sleeping and paying a
+// wake-up when it comes. Call it before the post: a quick peer may answer
+// before the post returns, and the receiver would then spin for the
+// message after the answer. It is how a receiver with ReadSpinAwaitedOnly
+// spins at all; a no-op without ReadSpin, before the QP is connected and
+// over SCTP.
+func (q *QP) AwaitAnswer() {
+	// q.conn was set before the state became RTS (see PostSend).
+	if q.State() == StateRTS {
+		q.conn.l.awaitAnswer()
+	}
+}
+
 // Uncork undoes a Cork; the last one transmits what was posted meanwhile,
 // if anything was.
 func (q *QP) Uncork() {

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -44,6 +45,18 @@ type sock struct {
 	tfn     func(fd uintptr) bool
 	ragain  bool
 	tryRead func() (bool, error) // one poll, for spin.Turnaround.Poll
+	// awaitedOnly: spin only for an awaited answer
+	// (ConnConfig.ReadSpinAwaitedOnly). awaited: the ULP awaits one
+	// (awaitAnswer). rparked: the receiver is about to wait, or waits,
+	// in the poller for the next message; kicked: awaitAnswer moved the
+	// read deadline into the past to wake it. dl, under dlmu with every
+	// change of the read deadline: the engine has set one of its own
+	// (setReadDeadline), which a kick leaves alone.
+	awaitedOnly              bool
+	caught                   *atomic.Uint64 // Counters.SpinCaught, or nil
+	awaited, rparked, kicked atomic.Bool
+	dlmu                     sync.Mutex
+	dl                       bool
 
 	wbufs [][]byte
 	wiov  []unix.Iovec // what is left of wiovs to write
@@ -75,7 +88,7 @@ func newSock(tc *net.TCPConn, spin time.Duration) (*sock, error) {
 	s.spin = spin
 	s.tfn = func(fd uintptr) bool { s.ragain = !s.doRead(fd); return true }
 	s.tryRead = func() (bool, error) {
-		if err := s.rc.Read(s.tfn); err != nil {
+		if err := s.read(s.tfn); err != nil {
 			return false, err
 		}
 		return !s.ragain, nil
@@ -114,7 +127,7 @@ func (s *sock) readv(bufs [][]byte, poll bool) (int, error) {
 		return 0, nil
 	}
 	s.rn, s.rerr = 0, nil
-	if poll && s.spin > 0 {
+	if poll && s.spin > 0 && !s.awaitedOnly {
 		// Poll first (see ConnConfig.ReadSpin): each try is one readv
 		// under the poller's lock on the descriptor, never a wait.
 		//
@@ -134,16 +147,149 @@ func (s *sock) readv(bufs [][]byte, poll bool) (int, error) {
 			return 0, err
 		}
 		if got {
+			s.spinCaught()
 			return s.rn, s.rerr
 		}
 	}
-	if err := s.rc.Read(s.rfn); err != nil {
+	if poll && s.spin > 0 {
+		got, err := s.waitAwaited()
+		if err != nil {
+			return 0, err
+		}
+		if got {
+			return s.rn, s.rerr
+		}
+	} else if err := s.read(s.rfn); err != nil {
 		return 0, err
 	}
 	if poll && s.spin > 0 {
 		s.turn.Arrived(spin.Now(), s.spin)
 	}
 	return s.rn, s.rerr
+}
+
+// waitAwaited waits in the poller for the next message, with s.rbufs set
+// up: it spins first when the ULP awaits an answer, or when it does so
+// while this waits (awaitAnswer's kick). It returns whether octets came
+// from a spin; when not, the wait's read has been made (s.rn, s.rerr).
+func (s *sock) waitAwaited() (bool, error) {
+	for {
+		// rparked before awaited is looked at: either this sees the
+		// awaited answer, or awaitAnswer sees this parked and kicks.
+		s.rparked.Store(true)
+		if s.awaited.Swap(false) {
+			s.rparked.Store(false)
+			if got, err := s.spinAwaited(); err != nil || got {
+				return got, err
+			}
+			s.rparked.Store(true)
+		}
+		err := s.rc.Read(s.rfn)
+		s.rparked.Store(false)
+		if err == nil {
+			if kicked, _ := s.unkick(); kicked && s.awaited.Swap(false) {
+				// Woken for the answer, it found it at once.
+				s.spinCaught()
+			}
+			return false, nil
+		}
+		kicked, engine := s.unkick()
+		switch {
+		case !kicked:
+			return false, err
+		case engine:
+			continue // the engine's deadline now stands: wait under it
+		case !s.awaited.Swap(false):
+			// A kick for an answer this already spun for (it saw
+			// awaited before it waited): wait for the next message.
+			continue
+		}
+		if got, err := s.spinAwaited(); err != nil || got {
+			return got, err
+		}
+	}
+}
+
+// read is rc.Read(fn) that a kick does not fail: awaitAnswer may kick
+// a receiver just as it stops waiting, and its deadline then fails the
+// next read, whatever it is.
+func (s *sock) read(fn func(fd uintptr) bool) error {
+	for {
+		err := s.rc.Read(fn)
+		if err == nil {
+			return nil
+		}
+		if kicked, _ := s.unkick(); !kicked {
+			return err
+		}
+	}
+}
+
+// spinAwaited polls for an awaited answer.
+func (s *sock) spinAwaited() (bool, error) {
+	s.rn, s.rerr = 0, nil
+	got, err := s.turn.Poll(s.spin, s.tryRead, &s.wblocked)
+	if got {
+		s.spinCaught()
+	}
+	return got, err
+}
+
+// spinCaught counts a message a spin found.
+func (s *sock) spinCaught() {
+	if s.caught != nil && s.rerr == nil {
+		s.caught.Add(1)
+	}
+}
+
+// awaitAnswer: the ULP waits for an answer (QP.AwaitAnswer). A receiver
+// asleep in the poller is woken by a read deadline in the past (the
+// poller has no other way to wake one goroutine), one that is not yet
+// asleep spins before it sleeps.
+func (s *sock) awaitAnswer() {
+	if s.spin <= 0 {
+		return
+	}
+	s.awaited.Store(true)
+	if !s.rparked.Load() || s.kicked.Load() {
+		return
+	}
+	s.dlmu.Lock()
+	if !s.dl && !s.kicked.Load() {
+		s.kicked.Store(true)
+		s.tc.SetReadDeadline(aLongTimeAgo)
+	}
+	s.dlmu.Unlock()
+}
+
+// unkick, after the poller's wait failed, reports whether a kick was
+// pending, then takes it back: the deadline is cleared unless the engine
+// has set one of its own meanwhile (engine), which then stands.
+func (s *sock) unkick() (kicked, engine bool) {
+	if !s.kicked.Load() {
+		return false, false
+	}
+	s.dlmu.Lock()
+	defer s.dlmu.Unlock()
+	if !s.kicked.Swap(false) {
+		return false, false
+	}
+	if !s.dl {
+		s.tc.SetReadDeadline(time.Time{})
+	}
+	return true, s.dl
+}
+
+// aLongTimeAgo is a read deadline that has passed: it wakes the receiver.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// setReadDeadline sets the engine's read deadline (the zero time clears
+// it); a kick (awaitAnswer) never undoes it.
+func (s *sock) setReadDeadline(t time.Time) {
+	s.dlmu.Lock()
+	defer s.dlmu.Unlock()
+	s.dl = !t.IsZero()
+	s.tc.SetReadDeadline(t)
 }
 
 func (s *sock) doRead(fd uintptr) bool {

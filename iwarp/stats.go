@@ -44,6 +44,9 @@ type Counters struct {
 	// one write system call or more), DirectWrites those of them that a
 	// poster wrote in its own goroutine, the sender goroutine idle.
 	Writes, DirectWrites uint64
+	// SpinCaught counts the messages whose first octets a receiver's
+	// spin found (ConnConfig.ReadSpin): it did not sleep for them.
+	SpinCaught uint64
 	// Terminates counts the streams ended by a Terminate, by who sent it
 	// and its RFC 5040 error (layer, type, code): a local one for a
 	// protocol error of the peer (an MPA CRC or framing error is an LLP
@@ -67,6 +70,7 @@ type connStats struct {
 	sent, received             [NumMessages]atomic.Uint64
 	sentOctets, receivedOctets atomic.Uint64
 	writes, directWrites       atomic.Uint64
+	spinCaught                 atomic.Uint64
 }
 
 // add adds c's counts into t.
@@ -79,6 +83,7 @@ func (c *connStats) add(t *Counters) {
 	t.ReceivedOctets += c.receivedOctets.Load()
 	t.Writes += c.writes.Load()
 	t.DirectWrites += c.directWrites.Load()
+	t.SpinCaught += c.spinCaught.Load()
 }
 
 // devStats are a Device's counts: the live streams' (read from them) plus
