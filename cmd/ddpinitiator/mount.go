@@ -14,6 +14,7 @@ import (
 	"github.com/ddpstore/ddpstore/hostdev"
 	"github.com/ddpstore/ddpstore/hostdev/mount"
 	"github.com/ddpstore/ddpstore/hostdev/session"
+	"github.com/ddpstore/ddpstore/iwarp"
 	"github.com/ddpstore/ddpstore/metrics"
 	"github.com/ddpstore/ddpstore/transport/initiator"
 	log "github.com/sirupsen/logrus"
@@ -109,7 +110,11 @@ func serveMount(ctx context.Context, c *common, m *mountFlags, portal, dir strin
 	// waits in the same poller), and the CPU it takes is the one the
 	// program doing the I/O needs. Pinned with fio to one CPU, the mount's
 	// 4 KiB QD1 I/Os went from 5.2K to 8.2K a second without the spin.
-	icfg.Conn.ReadSpin = -1
+	// It spins only for the answer to a command that is the only one
+	// outstanding (iwarp.ConnConfig.ReadSpinAwaitedOnly): the program is
+	// then blocked on that answer, and the spin saves the sleep and the
+	// wake-up (docs/performance.md, ninth session).
+	icfg.Conn.ReadSpin, icfg.Conn.ReadSpinAwaitedOnly = iwarp.DefaultReadSpin, true
 	return c.serve(ctx, "mount", false, portal, target, icfg, mc.LUNs, ready, stderr, func(s *initiator.Session, sigs <-chan os.Signal) error {
 		return mount.Serve(ctx, s, mc, stdout, sigs, ready)
 	})

@@ -298,6 +298,12 @@ func (s *Session) sendCommandLocked(ti int32) error {
 	sn.SetCmdSN(s.cmdSN)
 	sn.SetExpStatSN(s.expStat)
 	s.cmdSN++
+	if s.aloneLocked(ti) {
+		// Its caller waits for this answer alone (queue depth 1). Said
+		// before the command goes: a quick answer could otherwise come
+		// before it is awaited, and the receiver spin for the next.
+		s.tr.awaitAnswer()
+	}
 	if err := s.tr.postPDU(int(ti), n); err != nil {
 		if s.cfg.RecoveryTimeout > 0 {
 			t.reissue = true
@@ -308,6 +314,23 @@ func (s *Session) sendCommandLocked(ti int32) error {
 		return err
 	}
 	return nil
+}
+
+// aloneLocked reports whether task ti's command is the only one whose
+// answer is outstanding. Records whose answer is in but whose send has
+// not completed yet do not count. s.mu held.
+func (s *Session) aloneLocked(ti int32) bool {
+	// The last record is the login's (Dial); a few taken records may
+	// still wait for their sends' completions.
+	if len(s.tasks)-1-len(s.free) > 4 {
+		return false
+	}
+	for i := range s.tasks {
+		if t := &s.tasks[i]; int32(i) != ti && t.busy && !t.replied {
+			return false
+		}
+	}
+	return true
 }
 
 // itt is task ti's Initiator Task Tag: its index and a generation, so a

@@ -167,6 +167,8 @@ func (t *iserTransport) postPDU(slot, n int) error {
 	return t.ic.PostPDU(slot, iser.HeaderLen+n, 0)
 }
 
+func (t *iserTransport) awaitAnswer() { t.ic.QP.AwaitAnswer() }
+
 func (t *iserTransport) run(wake <-chan bool, tick <-chan time.Time) error {
 	err := t.ic.Loop(context.Background(), t, wake, tick)
 	if errors.Is(err, iserconn.ErrStopped) {

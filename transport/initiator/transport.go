@@ -44,6 +44,10 @@ type transport interface {
 	// postPDU sends the n octets of sendBuf(slot) as one PDU; the
 	// transport calls Session.sent(slot) when the buffer is free again.
 	postPDU(slot, n int) error
+	// awaitAnswer says that the session will wait for the answer to what
+	// it posts next, with nothing else outstanding: a receiver that would
+	// sleep polls for it instead (iwarp.QP.AwaitAnswer).
+	awaitAnswer()
 	// run delivers what arrives (Session.received, sent, idle) until the
 	// connection fails or wake is closed (errStopped).
 	run(wake <-chan bool, tick <-chan time.Time) error
