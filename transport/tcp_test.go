@@ -46,6 +46,10 @@ func TestISCSIOverTCP(t *testing.T) {
 		{"plain", initiator.Config{Conn: iwarp.ConnConfig{ReadSpin: iwarp.DefaultReadSpin}}, false},
 		{"digests", initiator.Config{HeaderDigest: true, DataDigest: true}, true},
 		{"no immediate data", initiator.Config{NoImmediateData: true}, false},
+		// The mount's: the reader spins only for the answer to a command
+		// alone in flight, woken for it from its read (a deadline kick).
+		{"awaited spin", initiator.Config{Conn: iwarp.ConnConfig{ReadSpin: iwarp.DefaultReadSpin, ReadSpinAwaitedOnly: true},
+			HeaderDigest: true, DataDigest: true}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := c.cfg

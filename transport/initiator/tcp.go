@@ -107,14 +107,10 @@ func (s *Session) connectTCP(ctx context.Context, addr string) (*tcpTransport, e
 	}
 	t.peerMaxSeg.Store(loginData)
 	t.w = tcpconn.Writer{Conn: nc, Digests: &t.digests}
-	// The same read spin as over iSER (Config.Conn.ReadSpin), but none
-	// where iSER would spin only for an awaited answer: tcpconn.Reader
-	// cannot be woken for one (awaitAnswer).
-	spin := max(s.cfg.Conn.ReadSpin, 0)
-	if s.cfg.Conn.ReadSpinAwaitedOnly {
-		spin = 0
-	}
-	t.r = tcpconn.Reader{Conn: nc, Digests: &t.digests, Max: tcpRecvData, Spin: spin, Writing: &t.w.Writing, Turn: &t.w.Turn}
+	// The same read spin as over iSER (Config.Conn.ReadSpin and
+	// ReadSpinAwaitedOnly).
+	t.r = tcpconn.Reader{Conn: nc, Digests: &t.digests, Max: tcpRecvData, Spin: max(s.cfg.Conn.ReadSpin, 0),
+		AwaitedOnly: s.cfg.Conn.ReadSpinAwaitedOnly, Writing: &t.w.Writing, Turn: &t.w.Turn}
 	go t.read()
 	return t, nil
 }
@@ -201,8 +197,7 @@ func (t *tcpTransport) unbusy() {
 
 // postPDU writes the PDU with its digests. A SCSI Command's buffer
 // becomes live for the reader first.
-// awaitAnswer: the reader spins by its own rule, or not at all (above).
-func (t *tcpTransport) awaitAnswer() {}
+func (t *tcpTransport) awaitAnswer() { t.r.AwaitAnswer() }
 
 func (t *tcpTransport) postPDU(slot, n int) error {
 	b := t.slots[slot][:n]

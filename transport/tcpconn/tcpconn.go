@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -125,6 +126,16 @@ type Reader struct {
 	Spin    time.Duration
 	Writing *atomic.Bool
 	Turn    *spin.Turnaround
+	// AwaitedOnly limits the spin to an answer the caller awaits
+	// (AwaitAnswer), as iwarp.ConnConfig.ReadSpinAwaitedOnly does for iSER.
+	AwaitedOnly bool
+
+	// awaited: an answer is awaited; parked: Header waits, or is about to,
+	// in a blocking read for the next PDU; kicked: AwaitAnswer moved the
+	// read deadline into the past to wake it (under kmu with the deadline).
+	awaited, parked, kicked atomic.Bool
+	kmu                     sync.Mutex
+	src                     io.Reader // Conn, read so that a kick fails no read
 
 	rc     syscall.RawConn // Conn's, for the spin; nil until the first
 	try    func() (bool, error)
@@ -143,11 +154,20 @@ type Reader struct {
 // returns it; valid until the next call. The data segment, of
 // DataSegmentLength octets, must be read next with Data.
 func (r *Reader) Header() (iscsi.BHS, error) {
+	if r.src == nil {
+		r.src = kickTolerant{r}
+	}
 	got := 0
-	if r.Spin > 0 {
+	switch {
+	case r.Spin > 0 && r.AwaitedOnly:
+		var err error
+		if got, err = r.waitAwaited(r.hdr[:iscsi.BHSLen]); err != nil {
+			return nil, err
+		}
+	case r.Spin > 0:
 		got = r.spin(r.hdr[:iscsi.BHSLen])
 	}
-	if _, err := io.ReadFull(r.Conn, r.hdr[got:iscsi.BHSLen]); err != nil {
+	if _, err := io.ReadFull(r.src, r.hdr[got:iscsi.BHSLen]); err != nil {
 		return nil, err
 	}
 	if got == 0 && r.Spin > 0 && r.Turn != nil {
@@ -157,7 +177,7 @@ func (r *Reader) Header() (iscsi.BHS, error) {
 	// Digests start with the Full Feature Phase: the flag is read after the
 	// BHS, which the peer can only send once it is in force.
 	if r.Digests.Header.Load() {
-		if _, err := io.ReadFull(r.Conn, r.hdr[iscsi.BHSLen:]); err != nil {
+		if _, err := io.ReadFull(r.src, r.hdr[iscsi.BHSLen:]); err != nil {
 			return nil, err
 		}
 		if iscsi.Digest(bhs) != iscsi.GetDigest(r.hdr[iscsi.BHSLen:]) {
@@ -175,6 +195,99 @@ func (r *Reader) Header() (iscsi.BHS, error) {
 		return nil, fmt.Errorf("%v with a data segment of %d octets, more than the %d declared", bhs.Opcode(), r.dsl, r.Max)
 	}
 	return bhs, nil
+}
+
+// AwaitAnswer says that the caller will wait for the answer to what it
+// writes next, with nothing else to do meanwhile: with AwaitedOnly,
+// Header then spins for it, and one already asleep in its read is woken
+// to spin by a read deadline in the past. Safe to call from any goroutine;
+// call it before the write (a quick answer could come before it returns).
+func (r *Reader) AwaitAnswer() {
+	if !r.AwaitedOnly || r.Spin <= 0 {
+		return
+	}
+	r.awaited.Store(true)
+	if !r.parked.Load() || r.kicked.Load() {
+		return
+	}
+	r.kmu.Lock()
+	if !r.kicked.Load() {
+		r.kicked.Store(true)
+		r.Conn.SetReadDeadline(aLongTimeAgo)
+	}
+	r.kmu.Unlock()
+}
+
+// aLongTimeAgo is a read deadline that has passed: it wakes the reader.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// unkick takes back a pending kick, clearing the read deadline, and
+// reports whether there was one.
+func (r *Reader) unkick() bool {
+	if !r.kicked.Load() {
+		return false
+	}
+	r.kmu.Lock()
+	defer r.kmu.Unlock()
+	if !r.kicked.Swap(false) {
+		return false
+	}
+	r.Conn.SetReadDeadline(time.Time{})
+	return true
+}
+
+// kickTolerant reads the Reader's Conn, reading again when a kick's
+// deadline failed the read: AwaitAnswer may kick the reader just as it
+// stops waiting.
+type kickTolerant struct{ r *Reader }
+
+func (k kickTolerant) Read(b []byte) (int, error) {
+	for {
+		n, err := k.r.Conn.Read(b)
+		if err != nil && n == 0 && k.r.unkick() {
+			continue
+		}
+		return n, err
+	}
+}
+
+// waitAwaited reads the first octets of the next PDU into b with
+// AwaitedOnly: it spins first when an answer is awaited, or when one comes
+// to be while it waits in a blocking read (AwaitAnswer's kick), and
+// returns how many octets it read.
+func (r *Reader) waitAwaited(b []byte) (int, error) {
+	for {
+		// parked before awaited is looked at: either this sees the
+		// awaited answer, or AwaitAnswer sees this parked and kicks.
+		r.parked.Store(true)
+		if r.awaited.Swap(false) {
+			r.parked.Store(false)
+			if n := r.spin(b); n > 0 {
+				return n, nil
+			}
+			r.parked.Store(true)
+		}
+		n, err := r.Conn.Read(b)
+		r.parked.Store(false)
+		if n > 0 || err == nil {
+			if r.unkick() && r.awaited.Swap(false) {
+				r.spun++ // woken for the answer, it found it at once
+			}
+			if r.Turn != nil {
+				r.Turn.Arrived(spin.Now(), r.Spin)
+			}
+			return n, nil
+		}
+		if !r.unkick() {
+			return 0, err
+		}
+		if !r.awaited.Swap(false) {
+			continue // a kick for an answer already spun for
+		}
+		if n := r.spin(b); n > 0 {
+			return n, nil
+		}
+	}
 }
 
 // spin polls for up to Spin for octets of the next PDU, reading them into
@@ -239,10 +352,13 @@ func (r *Reader) Data(dst []byte) error {
 	if dd {
 		tl += iscsi.DigestLen
 	}
-	if _, err := io.ReadFull(r.Conn, dst); err != nil {
+	if r.src == nil {
+		r.src = kickTolerant{r}
+	}
+	if _, err := io.ReadFull(r.src, dst); err != nil {
 		return err
 	}
-	if _, err := io.ReadFull(r.Conn, r.tail[:tl]); err != nil {
+	if _, err := io.ReadFull(r.src, r.tail[:tl]); err != nil {
 		return err
 	}
 	if dd && iscsi.DigestUpdate(iscsi.Digest(dst), r.tail[:pad]) != iscsi.GetDigest(r.tail[pad:tl]) {

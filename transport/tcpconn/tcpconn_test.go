@@ -284,3 +284,112 @@ func TestReaderTurnaround(t *testing.T) {
 		t.Fatal("Flush did not record its write")
 	}
 }
+
+// TestReaderAwaitAnswer: with AwaitedOnly, Header sleeps in its read
+// between PDUs unless an answer is awaited: then it spins for it, whether
+// it was already asleep (the kick) or not yet, and the kick's deadline
+// fails no later read. The spin is long (10 s), so that each awaited PDU
+// is caught by it on any machine; none is due that long.
+func TestReaderAwaitAnswer(t *testing.T) {
+	a, b := pair(t)
+	var d Digests
+	w := &Writer{Conn: a, Digests: &d}
+	var writing atomic.Bool
+	r := &Reader{Conn: b, Digests: &d, Max: 8192, Spin: 10 * time.Second, Writing: &writing, AwaitedOnly: true}
+	type result struct {
+		itt uint32
+		err error
+	}
+	header := func() <-chan result {
+		c := make(chan result, 1)
+		go func() {
+			bhs, err := r.Header()
+			if err != nil {
+				c <- result{err: err}
+				return
+			}
+			c <- result{itt: bhs.ITT()}
+		}()
+		return c
+	}
+	parked := func() {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !r.parked.Load(); {
+			if time.Now().After(deadline) {
+				t.Fatal("the reader never waited")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(10 * time.Millisecond) // into the read
+	}
+	sent := make(chan struct{}, 1)
+	later := func(itt uint32) {
+		go func() {
+			defer func() { sent <- struct{}{} }()
+			time.Sleep(20 * time.Millisecond)
+			w.Begin(1)
+			nop(w, itt, []byte("data"))
+			if err := w.Flush(); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	get := func(c <-chan result, itt uint32, spun int) {
+		t.Helper()
+		select {
+		case got := <-c:
+			if got.err != nil || got.itt != itt {
+				t.Fatalf("PDU %d: ITT %d, %v", itt, got.itt, got.err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no PDU %d", itt)
+		}
+		data := make([]byte, 4)
+		if err := r.Data(data); err != nil || string(data) != "data" {
+			t.Fatalf("PDU %d's data: %q, %v", itt, data, err)
+		}
+		if spun >= 0 && r.spun != spun {
+			t.Fatalf("after PDU %d: %d PDUs caught by the spin, want %d", itt, r.spun, spun)
+		}
+	}
+
+	c := header() // not awaited: from the read
+	parked()
+	later(1)
+	get(c, 1, 0)
+	<-sent
+
+	c = header() // awaited while asleep: the kick
+	parked()
+	r.AwaitAnswer()
+	later(2)
+	get(c, 2, 1)
+	<-sent
+
+	c = header() // the answer taken, it sleeps again; no stale deadline
+	parked()
+	later(3)
+	get(c, 3, 1)
+	<-sent
+
+	r.AwaitAnswer() // awaited before it waits: it spins first
+	later(4)
+	get(header(), 4, 2)
+	<-sent
+
+	// A kick just as the reader stops waiting fails no read: many of
+	// them, against PDUs that come at once.
+	for i := uint32(5); i < 205; i++ {
+		c = header()
+		r.AwaitAnswer()
+		w.Begin(1)
+		nop(w, i, []byte("data"))
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		get(c, i, -1)
+	}
+	if r.kicked.Load() {
+		r.unkick()
+	}
+}
