@@ -298,10 +298,15 @@ func (s *Session) sendCommandLocked(ti int32) error {
 	sn.SetCmdSN(s.cmdSN)
 	sn.SetExpStatSN(s.expStat)
 	s.cmdSN++
-	if s.aloneLocked(ti) {
-		// Its caller waits for this answer alone (queue depth 1). Said
-		// before the command goes: a quick answer could otherwise come
-		// before it is awaited, and the receiver spin for the next.
+	if !s.aloneLocked(ti) {
+		s.alone = 0
+	} else if s.alone++; s.alone >= 2 {
+		// Its caller waits for this answer alone (queue depth 1); one
+		// command alone now and then at a higher depth is not that: its
+		// caller may well have work, and the spin would take the CPU
+		// from it. Said before the command goes: a quick answer could
+		// otherwise come before it is awaited, and the receiver spin for
+		// the next.
 		s.tr.awaitAnswer()
 	}
 	if err := s.tr.postPDU(int(ti), n); err != nil {

@@ -152,9 +152,13 @@ type Session struct {
 	params login.Params
 	maxImm int // the most immediate data a write carries
 
-	mu       sync.Mutex
-	cond     *sync.Cond // window opened, task freed, or session ended
-	cmdSN    uint32
+	mu    sync.Mutex
+	cond  *sync.Cond // window opened, task freed, or session ended
+	cmdSN uint32
+	// alone counts the commands sent in a row with none other in
+	// flight: from two on, their caller is taken to be waiting on each
+	// (queue depth 1), and its answer is awaited (transport.awaitAnswer).
+	alone    int
 	maxCmdSN uint32
 	reserved uint32 // windowed requests taken but not yet given a CmdSN
 	expStat  uint32
