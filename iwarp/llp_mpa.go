@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"github.com/ddpstore/ddpstore/iwarp/mpa"
@@ -72,8 +73,9 @@ type mpaRx struct {
 	// more.
 	sinceBig int
 	// staged counts the ULPDU octets taken from the staging buffer, that
-	// is copied, not read straight into place (tests).
-	staged int
+	// is copied, not read straight into place (tests; atomic, as a test
+	// reads it while the receiver runs).
+	staged atomic.Int64
 	// bad is the protocol error found in the current segment, reported at
 	// the FPDU's end once its CRC is known to be good; until then the rest
 	// of its ULPDU is dropped.
@@ -134,7 +136,7 @@ func (m *mpaLLP) receive(r *rx) error {
 			if x.bad != nil {
 				continue // the rest of a bad segment
 			}
-			x.staged += len(data)
+			x.staged.Add(int64(len(data)))
 			if err := r.data(data); err != nil {
 				// With CRCs in use, the header that broke a rule has not
 				// been verified yet: it may be a corrupted one. Drop the

@@ -34,11 +34,11 @@ func TestReadAheadAfterLargeMessage(t *testing.T) {
 	p.write(append(append(w(0, big, false), w(big, small, true)...), send(1)...))
 	e.expect(e.rcq, 1, WCRecv, StatusSuccess, 4)
 	x := &e.qp.conn.l.(*mpaLLP).rx
-	before := x.staged
+	before := x.staged.Load()
 	// The next large Write, and a Send to know it was placed.
 	p.write(append(w(big+small, big, true), send(2)...))
 	e.expect(e.rcq, 2, WCRecv, StatusSuccess, 4)
-	if got := x.staged - before; got > 2*smallRead {
+	if got := x.staged.Load() - before; got > 2*smallRead {
 		t.Errorf("%d ULPDU octets of a %d-octet Write and a Send went through the staging buffer; want at most %d", got, big, 2*smallRead)
 	}
 	if !bytes.Equal(e.buf[:len(data)], data) {
