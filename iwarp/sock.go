@@ -4,7 +4,6 @@ import (
 	"io"
 	"net"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -46,17 +45,12 @@ type sock struct {
 	ragain  bool
 	tryRead func() (bool, error) // one poll, for spin.Turnaround.Poll
 	// awaitedOnly: spin only for an awaited answer
-	// (ConnConfig.ReadSpinAwaitedOnly). awaited: the ULP awaits one
-	// (awaitAnswer). rparked: the receiver is about to wait, or waits,
-	// in the poller for the next message; kicked: awaitAnswer moved the
-	// read deadline into the past to wake it. dl, under dlmu with every
-	// change of the read deadline: the engine has set one of its own
-	// (setReadDeadline), which a kick leaves alone.
-	awaitedOnly              bool
-	caught                   *atomic.Uint64 // Counters.SpinCaught, or nil
-	awaited, rparked, kicked atomic.Bool
-	dlmu                     sync.Mutex
-	dl                       bool
+	// (ConnConfig.ReadSpinAwaitedOnly), which aw tracks (awaitAnswer);
+	// aw also holds the engine's own read deadline (setReadDeadline).
+	awaitedOnly bool
+	caught      *atomic.Uint64 // Counters.SpinCaught, or nil
+	aw          spin.Awaited
+	block       func() error // one wait in the poller, for aw.Wait
 
 	wbufs [][]byte
 	wiov  []unix.Iovec // what is left of wiovs to write
@@ -93,6 +87,7 @@ func newSock(tc *net.TCPConn, spin time.Duration) (*sock, error) {
 		}
 		return !s.ragain, nil
 	}
+	s.block = func() error { return s.rc.Read(s.rfn) }
 	s.wfn = s.doWrite
 	return s, nil
 }
@@ -169,70 +164,31 @@ func (s *sock) readv(bufs [][]byte, poll bool) (int, error) {
 }
 
 // waitAwaited waits in the poller for the next message, with s.rbufs set
-// up: it spins first when the ULP awaits an answer, or when it does so
-// while this waits (awaitAnswer's kick). It returns whether octets came
-// from a spin; when not, the wait's read has been made (s.rn, s.rerr).
+// up, spinning instead for an answer the ULP awaits (spin.Awaited.Wait).
+// It returns whether octets came from a spin; when not, the wait's read
+// has been made (s.rn, s.rerr).
 func (s *sock) waitAwaited() (bool, error) {
-	for {
-		// rparked before awaited is looked at: either this sees the
-		// awaited answer, or awaitAnswer sees this parked and kicks.
-		s.rparked.Store(true)
-		if s.awaited.Swap(false) {
-			s.rparked.Store(false)
-			if got, err := s.spinAwaited(); err != nil || got {
-				return got, err
-			}
-			s.rparked.Store(true)
-		}
-		err := s.rc.Read(s.rfn)
-		s.rparked.Store(false)
-		if err == nil {
-			if kicked, _ := s.unkick(); kicked && s.awaited.Swap(false) {
-				// Woken for the answer, it found it at once.
-				s.spinCaught()
-			}
-			return false, nil
-		}
-		kicked, engine := s.unkick()
-		switch {
-		case !kicked:
-			return false, err
-		case engine:
-			continue // the engine's deadline now stands: wait under it
-		case !s.awaited.Swap(false):
-			// A kick for an answer this already spun for (it saw
-			// awaited before it waited): wait for the next message.
-			continue
-		}
-		if got, err := s.spinAwaited(); err != nil || got {
-			return got, err
-		}
+	polled, caught, err := s.aw.Wait(s.tc, s.spinAwaited, s.block)
+	if caught {
+		s.spinCaught()
 	}
-}
-
-// read is rc.Read(fn) that a kick does not fail: awaitAnswer may kick
-// a receiver just as it stops waiting, and its deadline then fails the
-// next read, whatever it is.
-func (s *sock) read(fn func(fd uintptr) bool) error {
-	for {
-		err := s.rc.Read(fn)
-		if err == nil {
-			return nil
-		}
-		if kicked, _ := s.unkick(); !kicked {
-			return err
-		}
-	}
+	return polled, err
 }
 
 // spinAwaited polls for an awaited answer.
 func (s *sock) spinAwaited() (bool, error) {
 	s.rn, s.rerr = 0, nil
-	got, err := s.turn.Poll(s.spin, s.tryRead, &s.wblocked)
-	if got {
-		s.spinCaught()
+	return s.turn.Poll(s.spin, s.tryRead, &s.wblocked)
+}
+
+// read is rc.Read(fn) that a kick does not fail (spin.Awaited.Retry).
+func (s *sock) read(fn func(fd uintptr) bool) error {
+	for {
+		err := s.rc.Read(fn)
+		if err == nil || !s.aw.Retry(s.tc) {
+			return err
+		}
 	}
-	return got, err
 }
 
 // spinCaught counts a message a spin found.
@@ -242,54 +198,17 @@ func (s *sock) spinCaught() {
 	}
 }
 
-// awaitAnswer: the ULP waits for an answer (QP.AwaitAnswer). A receiver
-// asleep in the poller is woken by a read deadline in the past (the
-// poller has no other way to wake one goroutine), one that is not yet
-// asleep spins before it sleeps.
+// awaitAnswer: the ULP waits for an answer (QP.AwaitAnswer).
 func (s *sock) awaitAnswer() {
-	if s.spin <= 0 {
-		return
+	if s.spin > 0 {
+		s.aw.Await(s.tc)
 	}
-	s.awaited.Store(true)
-	if !s.rparked.Load() || s.kicked.Load() {
-		return
-	}
-	s.dlmu.Lock()
-	if !s.dl && !s.kicked.Load() {
-		s.kicked.Store(true)
-		s.tc.SetReadDeadline(aLongTimeAgo)
-	}
-	s.dlmu.Unlock()
 }
-
-// unkick, after the poller's wait failed, reports whether a kick was
-// pending, then takes it back: the deadline is cleared unless the engine
-// has set one of its own meanwhile (engine), which then stands.
-func (s *sock) unkick() (kicked, engine bool) {
-	if !s.kicked.Load() {
-		return false, false
-	}
-	s.dlmu.Lock()
-	defer s.dlmu.Unlock()
-	if !s.kicked.Swap(false) {
-		return false, false
-	}
-	if !s.dl {
-		s.tc.SetReadDeadline(time.Time{})
-	}
-	return true, s.dl
-}
-
-// aLongTimeAgo is a read deadline that has passed: it wakes the receiver.
-var aLongTimeAgo = time.Unix(1, 0)
 
 // setReadDeadline sets the engine's read deadline (the zero time clears
 // it); a kick (awaitAnswer) never undoes it.
 func (s *sock) setReadDeadline(t time.Time) {
-	s.dlmu.Lock()
-	defer s.dlmu.Unlock()
-	s.dl = !t.IsZero()
-	s.tc.SetReadDeadline(t)
+	s.aw.SetReadDeadline(s.tc, t)
 }
 
 func (s *sock) doRead(fd uintptr) bool {

@@ -124,7 +124,7 @@ func TestSockAwaitAnswer(t *testing.T) {
 	}
 	parked := func() {
 		t.Helper()
-		for deadline := time.Now().Add(testTimeout); !s.rparked.Load(); {
+		for deadline := time.Now().Add(testTimeout); !s.aw.Parked(); {
 			if time.Now().After(deadline) {
 				t.Fatal("the receiver never waited in the poller")
 			}

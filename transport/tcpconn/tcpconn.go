@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -130,12 +129,10 @@ type Reader struct {
 	// (AwaitAnswer), as iwarp.ConnConfig.ReadSpinAwaitedOnly does for iSER.
 	AwaitedOnly bool
 
-	// awaited: an answer is awaited; parked: Header waits, or is about to,
-	// in a blocking read for the next PDU; kicked: AwaitAnswer moved the
-	// read deadline into the past to wake it (under kmu with the deadline).
-	awaited, parked, kicked atomic.Bool
-	kmu                     sync.Mutex
-	src                     io.Reader // Conn, read so that a kick fails no read
+	// aw tracks an awaited answer (AwaitAnswer, spin.Awaited); src is
+	// Conn, read so that aw's kick fails no read.
+	aw  spin.Awaited
+	src io.Reader
 
 	rc     syscall.RawConn // Conn's, for the spin; nil until the first
 	try    func() (bool, error)
@@ -165,7 +162,9 @@ func (r *Reader) Header() (iscsi.BHS, error) {
 			return nil, err
 		}
 	case r.Spin > 0:
-		got = r.spin(r.hdr[:iscsi.BHSLen])
+		if got = r.spin(r.hdr[:iscsi.BHSLen]); got > 0 {
+			r.spun++
+		}
 	}
 	if _, err := io.ReadFull(r.src, r.hdr[got:iscsi.BHSLen]); err != nil {
 		return nil, err
@@ -200,51 +199,22 @@ func (r *Reader) Header() (iscsi.BHS, error) {
 // AwaitAnswer says that the caller will wait for the answer to what it
 // writes next, with nothing else to do meanwhile: with AwaitedOnly,
 // Header then spins for it, and one already asleep in its read is woken
-// to spin by a read deadline in the past. Safe to call from any goroutine;
-// call it before the write (a quick answer could come before it returns).
+// to spin (spin.Awaited). Safe to call from any goroutine; call it before
+// the write (a quick answer could come before it returns).
 func (r *Reader) AwaitAnswer() {
-	if !r.AwaitedOnly || r.Spin <= 0 {
-		return
+	if r.AwaitedOnly && r.Spin > 0 {
+		r.aw.Await(r.Conn)
 	}
-	r.awaited.Store(true)
-	if !r.parked.Load() || r.kicked.Load() {
-		return
-	}
-	r.kmu.Lock()
-	if !r.kicked.Load() {
-		r.kicked.Store(true)
-		r.Conn.SetReadDeadline(aLongTimeAgo)
-	}
-	r.kmu.Unlock()
-}
-
-// aLongTimeAgo is a read deadline that has passed: it wakes the reader.
-var aLongTimeAgo = time.Unix(1, 0)
-
-// unkick takes back a pending kick, clearing the read deadline, and
-// reports whether there was one.
-func (r *Reader) unkick() bool {
-	if !r.kicked.Load() {
-		return false
-	}
-	r.kmu.Lock()
-	defer r.kmu.Unlock()
-	if !r.kicked.Swap(false) {
-		return false
-	}
-	r.Conn.SetReadDeadline(time.Time{})
-	return true
 }
 
 // kickTolerant reads the Reader's Conn, reading again when a kick's
-// deadline failed the read: AwaitAnswer may kick the reader just as it
-// stops waiting.
+// deadline failed the read (spin.Awaited.Retry).
 type kickTolerant struct{ r *Reader }
 
 func (k kickTolerant) Read(b []byte) (int, error) {
 	for {
 		n, err := k.r.Conn.Read(b)
-		if err != nil && n == 0 && k.r.unkick() {
+		if err != nil && n == 0 && k.r.aw.Retry(k.r.Conn) {
 			continue
 		}
 		return n, err
@@ -252,42 +222,33 @@ func (k kickTolerant) Read(b []byte) (int, error) {
 }
 
 // waitAwaited reads the first octets of the next PDU into b with
-// AwaitedOnly: it spins first when an answer is awaited, or when one comes
-// to be while it waits in a blocking read (AwaitAnswer's kick), and
-// returns how many octets it read.
+// AwaitedOnly, spinning instead of blocking for an awaited answer
+// (spin.Awaited.Wait), and returns how many octets it read.
 func (r *Reader) waitAwaited(b []byte) (int, error) {
-	for {
-		// parked before awaited is looked at: either this sees the
-		// awaited answer, or AwaitAnswer sees this parked and kicks.
-		r.parked.Store(true)
-		if r.awaited.Swap(false) {
-			r.parked.Store(false)
-			if n := r.spin(b); n > 0 {
-				return n, nil
-			}
-			r.parked.Store(true)
-		}
-		n, err := r.Conn.Read(b)
-		r.parked.Store(false)
-		if n > 0 || err == nil {
-			if r.unkick() && r.awaited.Swap(false) {
-				r.spun++ // woken for the answer, it found it at once
-			}
-			if r.Turn != nil {
-				r.Turn.Arrived(spin.Now(), r.Spin)
-			}
-			return n, nil
-		}
-		if !r.unkick() {
-			return 0, err
-		}
-		if !r.awaited.Swap(false) {
-			continue // a kick for an answer already spun for
-		}
-		if n := r.spin(b); n > 0 {
-			return n, nil
-		}
+	var n int
+	poll := func() (bool, error) {
+		n = r.spin(b)
+		return n > 0, nil
 	}
+	block := func() error {
+		var err error
+		n, err = r.Conn.Read(b)
+		if n > 0 {
+			return nil
+		}
+		return err
+	}
+	polled, caught, err := r.aw.Wait(r.Conn, poll, block)
+	if err != nil {
+		return 0, err
+	}
+	if caught {
+		r.spun++
+	}
+	if !polled && r.Turn != nil {
+		r.Turn.Arrived(spin.Now(), r.Spin)
+	}
+	return n, nil
 }
 
 // spin polls for up to Spin for octets of the next PDU, reading them into
@@ -332,7 +293,6 @@ func (r *Reader) spin(b []byte) int {
 	if r.perr != nil || r.pn <= 0 {
 		return 0 // the end, or an error: the blocking read says which
 	}
-	r.spun++
 	return r.pn
 }
 

@@ -314,7 +314,7 @@ func TestReaderAwaitAnswer(t *testing.T) {
 	}
 	parked := func() {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); !r.parked.Load(); {
+		for deadline := time.Now().Add(10 * time.Second); !r.aw.Parked(); {
 			if time.Now().After(deadline) {
 				t.Fatal("the reader never waited")
 			}
@@ -389,7 +389,5 @@ func TestReaderAwaitAnswer(t *testing.T) {
 		}
 		get(c, i, -1)
 	}
-	if r.kicked.Load() {
-		r.unkick()
-	}
+	r.aw.Retry(r.Conn) // a kick no read took back
 }
