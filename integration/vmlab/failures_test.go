@@ -37,7 +37,18 @@ FAIL
 	}
 	long.WriteString("    c_test.go:2: the reason\n--- FAIL: TestC (1.00s)\n")
 	got = Failures([]byte(long.String()))
-	if !strings.Contains(got, "the reason") || strings.Count(got, "\n") > maxFailureLines+3 {
+	if !strings.Contains(got, "the reason") || strings.Count(got, "\n") > maxFailureLines+maxEntryHeads+4 {
 		t.Errorf("Failures of a long log keeps %d lines, reason kept %v", strings.Count(got, "\n"), strings.Contains(got, "the reason"))
+	}
+	// The error came first, then a long log (a dmesg): its line is kept.
+	long.Reset()
+	long.WriteString("=== RUN   TestD\n    d_test.go:5: X fails: ours\n    d_test.go:9: dmesg:\n")
+	for i := 0; i < 100; i++ {
+		long.WriteString("        [   1.0] kernel line\n")
+	}
+	long.WriteString("--- FAIL: TestD (1.00s)\n")
+	got = Failures([]byte(long.String()))
+	if !strings.Contains(got, "d_test.go:5: X fails: ours") || strings.Count(got, "\n") > maxFailureLines+maxEntryHeads+4 {
+		t.Errorf("Failures of an early error before a long log:\n%s", got)
 	}
 }
