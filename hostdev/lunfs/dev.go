@@ -65,14 +65,21 @@ type devServer struct {
 	rc  syscall.RawConn
 	fd  int    // f's descriptor, for writev (a write to /dev/fuse never blocks)
 	mem []byte // request buffers when there are no slots to read into: mmap'd
-	wg  sync.WaitGroup
+	ws  []*devWorker
+	// turn: which worker reads next (the most recently idle one).
+	turn *readTurn
+	wg   sync.WaitGroup
 }
 
 // devWorker reads one request at a time and answers it.
 type devWorker struct {
 	s   *devServer
-	sl  *remote.Slot // the slot buf is, or nil
-	buf []byte       // the request as read: fuse_in_header, op header, payload
+	sl  *remote.Slot  // the slot buf is, or nil
+	buf []byte        // the request as read: fuse_in_header, op header, payload
+	my  chan struct{} // the turn to read, when handed to this worker
+	// requests counts what this worker read (its own; tests read it
+	// once the workers have ended).
+	requests uint64
 	// in is the request's headers, copied out of buf so that the reply's
 	// arguments may be written over them (dispatch's layout).
 	in  [(inHeaderSize + hdrOpIn + 7) / 8]uint64
@@ -127,7 +134,9 @@ func newDevServer(fs *FS, fd, maxWrite int, ownSlots bool) (*devServer, error) {
 			ws = append(ws, &devWorker{s: s, buf: s.mem[i*size : (i+1)*size : (i+1)*size]})
 		}
 	}
+	s.ws, s.turn = ws, newReadTurn(len(ws))
 	for _, w := range ws {
+		w.my = make(chan struct{}, 1)
 		s.wg.Add(1)
 		go w.serve()
 	}
@@ -151,10 +160,13 @@ func (w *devWorker) serve() {
 		defer w.sl.Release()
 	}
 	for {
+		w.s.turn.take(w.my)
 		n, ok := w.s.read(w.buf)
+		w.s.turn.pass() // the end too: each worker then reads and sees it
 		if !ok {
 			return
 		}
+		w.requests++
 		if n < inHeaderSize {
 			log.Errorf("/dev/fuse: a request of %d octets", n)
 			continue
@@ -164,8 +176,8 @@ func (w *devWorker) serve() {
 }
 
 // read reads the next request into buf, waiting in the poller (one
-// worker at a time: the descriptor's read lock queues the others); it
-// reports false when the connection has ended.
+// worker at a time: the one whose turn it is); it reports false when the
+// connection has ended.
 func (s *devServer) read(buf []byte) (int, bool) {
 	for {
 		var n int

@@ -99,3 +99,43 @@ func TestClassicWorkersOwnSlots(t *testing.T) {
 		t.Fatal("the partial-block write clobbered the octets before it")
 	}
 }
+
+// TestClassicMostRecentWorkerReads: requests one at a time go to the same
+// two workers (the one answering the last request, and the one waiting to
+// read the next), not round all sixteen: each worker reads into a slot of
+// its own, and a slot used a moment ago is still in the CPU's caches.
+func TestClassicMostRecentWorkerReads(t *testing.T) {
+	st := testtarget.Memory(t, 4<<20)
+	dir, srv, _ := mountSlots(t, lunfs.Options{DirectIO: true, IOURing: lunfs.IOURingOff}, 17, st)
+	fd, err := unix.Open(filepath.Join(dir, "lun0"), unix.O_RDWR|unix.O_DIRECT, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := alignedBuf(4096)
+	const ios = 64
+	for i := range ios {
+		if _, err := unix.Pread(fd, b, int64(i)*4096); err != nil {
+			unix.Close(fd)
+			t.Fatal(err)
+		}
+	}
+	unix.Close(fd)
+	if err := srv.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	reqs := srv.WorkerRequests()
+	var used int
+	var total uint64
+	for _, n := range reqs {
+		total += n
+		if n > 0 {
+			used++
+		}
+	}
+	if len(reqs) != 16 || total < ios {
+		t.Fatalf("%d workers read %d requests in all, want 16 workers and at least %d", len(reqs), total, ios)
+	}
+	if used > 3 {
+		t.Fatalf("%d of 16 workers read the %d requests, one at a time (%v): want the same two or three", used, total, reqs)
+	}
+}

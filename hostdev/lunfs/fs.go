@@ -123,6 +123,7 @@ type Server struct {
 	srv  *fuse.Server
 	dir  string
 	ring *ringServer // nil: every request comes through /dev/fuse
+	dev  *devServer  // what serves /dev/fuse, if this package does
 	// own: this package mounted dir and passed go-fuse the descriptor.
 	own  bool
 	done chan struct{}
@@ -211,6 +212,7 @@ func (fs *FS) mountOwn(dir string, mo *fuse.MountOptions) (*Server, int, error) 
 // (newDevServer returns a nil server with its error.)
 func (s *Server) serveDev(fs *FS, fd, maxWrite int, ownSlots bool, after func()) error {
 	dev, err := newDevServer(fs, fd, maxWrite, ownSlots)
+	s.dev = dev
 	go func() {
 		if dev != nil {
 			dev.wait()
