@@ -30,25 +30,17 @@ FAIL
 	if got := Failures([]byte("=== RUN   TestA\n--- PASS: TestA (0.00s)\nPASS\n")); got != "" {
 		t.Errorf("Failures of a passing run = %q, want empty", got)
 	}
-	var long strings.Builder
-	long.WriteString("=== RUN   TestC\n")
-	for i := 0; i < 100; i++ {
-		long.WriteString("    c_test.go:1: line\n")
-	}
-	long.WriteString("    c_test.go:2: the reason\n--- FAIL: TestC (1.00s)\n")
-	got = Failures([]byte(long.String()))
-	if !strings.Contains(got, "the reason") || strings.Count(got, "\n") > maxFailureLines+maxEntryHeads+4 {
-		t.Errorf("Failures of a long log keeps %d lines, reason kept %v", strings.Count(got, "\n"), strings.Contains(got, "the reason"))
-	}
-	// The error came first, then a long log (a dmesg): its line is kept.
-	long.Reset()
-	long.WriteString("=== RUN   TestD\n    d_test.go:5: X fails: ours\n    d_test.go:9: dmesg:\n")
-	for i := 0; i < 100; i++ {
-		long.WriteString("        [   1.0] kernel line\n")
-	}
-	long.WriteString("--- FAIL: TestD (1.00s)\n")
-	got = Failures([]byte(long.String()))
-	if !strings.Contains(got, "d_test.go:5: X fails: ours") || strings.Count(got, "\n") > maxFailureLines+maxEntryHeads+4 {
-		t.Errorf("Failures of an early error before a long log:\n%s", got)
+	// Long logs: the reason is kept, and the report stays bounded.
+	for _, c := range []struct{ name, head, line, tail, want string }{
+		{"the reason last", "=== RUN   TestC\n", "    c_test.go:1: line\n",
+			"    c_test.go:2: the reason\n--- FAIL: TestC (1.00s)\n", "c_test.go:2: the reason"},
+		// The error came first, then a long log entry (a dmesg).
+		{"the reason before a dmesg", "=== RUN   TestD\n    d_test.go:5: X fails: ours\n    d_test.go:9: dmesg:\n",
+			"        [   1.0] kernel line\n", "--- FAIL: TestD (1.00s)\n", "d_test.go:5: X fails: ours"},
+	} {
+		got := Failures([]byte(c.head + strings.Repeat(c.line, 100) + c.tail))
+		if !strings.Contains(got, c.want) || strings.Count(got, "\n") > maxFailureLines+maxEntryHeads+4 {
+			t.Errorf("%s: Failures keeps %d lines, without %q or too many:\n%s", c.name, strings.Count(got, "\n"), c.want, got)
+		}
 	}
 }
