@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -124,18 +125,17 @@ func TestClassicMostRecentWorkerReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	reqs := srv.WorkerRequests()
-	var used int
 	var total uint64
 	for _, n := range reqs {
 		total += n
-		if n > 0 {
-			used++
-		}
 	}
 	if len(reqs) != 16 || total < ios {
 		t.Fatalf("%d workers read %d requests in all, want 16 workers and at least %d", len(reqs), total, ios)
 	}
-	if used > 3 {
-		t.Fatalf("%d of 16 workers read the %d requests, one at a time (%v): want the same two or three", used, total, reqs)
+	// The mount's own first requests come while the workers start, in
+	// any order; the reads after them must all go to the same two.
+	top := slices.Sorted(slices.Values(reqs))
+	if two := top[len(top)-1] + top[len(top)-2]; two < ios {
+		t.Fatalf("the two busiest of 16 workers read %d of the %d requests, one at a time (%v): want all %d reads", two, total, reqs, ios)
 	}
 }
