@@ -2,6 +2,8 @@ package iwarp
 
 import (
 	"bytes"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -220,5 +222,58 @@ func TestQuietCompletion(t *testing.T) {
 			t.Errorf("%s: polled %d completions (%+v), want the send's", c.name, n, wcs[0])
 		}
 		q.Close()
+	}
+}
+
+// Posts readied together go out together: goroutines that each post a
+// Send at the same moment (the completions of one batch waking their
+// submitters) wake the sender goroutine, which lets them all post before
+// it writes, so a few writes carry them. Before, Go ran the sender
+// straight after the first poster (a woken goroutine runs next) and each
+// Send went in a write of its own. One processor, as a pinned daemon has.
+func TestPostsReadiedTogether(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	ini, resp := connect(t, ConnConfig{}, ConnConfig{})
+	const n = 16
+	for i := range n + 1 {
+		if err := resp.qp.PostRecv(&RecvWR{ID: uint64(i), SGL: []SGE{resp.sge(i*4096, 4096)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One Send first, so that nothing has come in since this end last
+	// wrote: the posts that follow are a burst, the sender goroutine's.
+	if err := ini.qp.PostSend(&SendWR{ID: 100, Op: OpSend, SGL: []SGE{ini.sge(0, 100)}}); err != nil {
+		t.Fatal(err)
+	}
+	ini.expect(ini.scq, 100, WCSend, StatusSuccess, 100)
+	resp.expect(resp.rcq, 0, WCRecv, StatusSuccess, 100)
+	ini.expectIdle(t)
+	before := ini.dev.Counters()
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			if err := ini.qp.PostSend(&SendWR{ID: uint64(i), Op: OpSend, SGL: []SGE{ini.sge(i*128, 100)}}); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	time.Sleep(10 * time.Millisecond) // every poster waits on start
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for range n {
+		ini.wait(ini.scq)
+		resp.wait(resp.rcq)
+	}
+	if w := ini.dev.Counters().Writes - before.Writes; w > n/4 {
+		t.Fatalf("%d Sends posted together went out in %d writes, want at most %d", n, w, n/4)
 	}
 }

@@ -2,6 +2,7 @@ package iwarp
 
 import (
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/ddpstore/ddpstore/iwarp/ddp"
@@ -176,6 +177,14 @@ func (c *conn) txLoop() {
 func (c *conn) idle() bool {
 	select {
 	case <-c.qp.kick:
+		if c.respHead.Load() == c.respTl.Load() {
+			// Let the posters that are ready run first: woken by the
+			// first of them, the sender would otherwise run next (Go
+			// runs a goroutine a wake-up readies before the others
+			// queued) and write each post alone. Not when a Read
+			// Response waits: the peer waits on it.
+			runtime.Gosched()
+		}
 		return true
 	case <-c.stop:
 		c.txEnd()
