@@ -195,10 +195,10 @@ func (t *tcpTransport) unbusy() {
 	t.xmu.Unlock()
 }
 
-// postPDU writes the PDU with its digests. A SCSI Command's buffer
-// becomes live for the reader first.
 func (t *tcpTransport) awaitAnswer() { t.r.AwaitAnswer() }
 
+// postPDU writes the PDU with its digests. A SCSI Command's buffer
+// becomes live for the reader first.
 func (t *tcpTransport) postPDU(slot, n int) error {
 	b := t.slots[slot][:n]
 	bhs := iscsi.BHS(b[:iscsi.BHSLen])
