@@ -250,18 +250,21 @@ func TestPostsReadiedTogether(t *testing.T) {
 	ini.expectIdle(t)
 	before := ini.dev.Counters()
 	start := make(chan struct{})
-	var wg sync.WaitGroup
+	var ready, wg sync.WaitGroup
 	errs := make(chan error, n)
 	for i := range n {
+		ready.Add(1)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			ready.Done()
 			<-start
 			if err := ini.qp.PostSend(&SendWR{ID: uint64(i), Op: OpSend, SGL: []SGE{ini.sge(i*128, 100)}}); err != nil {
 				errs <- err
 			}
 		}()
 	}
+	ready.Wait()
 	time.Sleep(10 * time.Millisecond) // every poster waits on start
 	close(start)
 	wg.Wait()
