@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,9 @@ const tcpRxData = loginData
 // large ones cost nothing.
 const tcpRecvData = 256 << 10
 
+// tcpBatchPDUs bounds the PDUs one writev carries.
+const tcpBatchPDUs = 64
+
 // tcpTransport carries the session over one TCP connection as RFC 7143
 // defines iSCSI: read data arrives in SCSI Data-In PDUs (section 11.7.2)
 // that the reader goroutine reads straight into the command's buffer;
@@ -36,15 +40,36 @@ const tcpRecvData = 256 << 10
 // (section 11.7.1) that answer the target's R2Ts (section 11.8), written
 // by the reader from the command's buffer; header and data digests
 // (CRC32C) when negotiated. Other PDUs are handed to the session's loop.
+//
+// Posted PDUs go out in batches, as iSER's work requests do (iwarp's
+// conn.post): a PDU posted when the target has answered since the last
+// write is written by its poster, at once (a command alone: queue depth
+// 1); one posted in a burst, with nothing come in since, waits in the
+// queue for the sender goroutine, which yields once when woken so that
+// the other posters a batch of answers readied queue theirs too, and then
+// writes them all in one writev. The queue keeps the posting order, the
+// CmdSN order.
 type tcpTransport struct {
 	s  *Session
 	nc net.Conn
 
 	slots [][]byte // send buffers, from the BHS
 
-	wmu sync.Mutex // one PDU (or one burst of Data-Outs) on the wire at a time
+	wmu sync.Mutex // one batch of PDUs (or one burst of Data-Outs) on the wire at a time
 	w   tcpconn.Writer
 	r   tcpconn.Reader // the reader goroutine's
+
+	qmu    sync.Mutex
+	queue  []tcpPosted // posted, not yet taken for a write (under qmu)
+	batch  []tcpPosted // the batch being written (under wmu)
+	wakeTx chan struct{}
+	txDone chan struct{}
+	// rxPDUs counts the PDUs the reader took off the stream; rxSeen is
+	// its value when the last batch was written: a poster writes itself
+	// only when they differ (an answer came since).
+	rxPDUs atomic.Uint64
+	rxSeen atomic.Uint64
+	writes atomic.Uint64 // writev calls of posted PDUs (tests)
 
 	// xf[slot] describes the data buffer of the SCSI command in the
 	// slot, for the reader (under xmu).
@@ -68,6 +93,9 @@ type tcpTransport struct {
 	failed   atomic.Pointer[error]
 	closed   sync.Once
 }
+
+// tcpPosted is a posted PDU: the first n octets of slot's send buffer.
+type tcpPosted struct{ slot, n int }
 
 // tcpXfer is one command's buffer: octets [off, off+n) of the region.
 type tcpXfer struct {
@@ -97,7 +125,9 @@ func (s *Session) connectTCP(ctx context.Context, addr string) (*tcpTransport, e
 	}
 	n := len(s.tasks)
 	t := &tcpTransport{s: s, nc: nc, xf: make([]tcpXfer, n), busy: -1, rx: make(chan tcpRx, 16),
-		nudge: make(chan struct{}, 1), quit: make(chan struct{}), readDone: make(chan struct{})}
+		nudge: make(chan struct{}, 1), quit: make(chan struct{}), readDone: make(chan struct{}),
+		queue: make([]tcpPosted, 0, n), batch: make([]tcpPosted, 0, n),
+		wakeTx: make(chan struct{}, 1), txDone: make(chan struct{})}
 	t.bufs = make(chan []byte, n+4)
 	for i := 0; i < n; i++ {
 		t.slots = append(t.slots, make([]byte, iscsi.BHSLen+loginData+4))
@@ -112,6 +142,7 @@ func (s *Session) connectTCP(ctx context.Context, addr string) (*tcpTransport, e
 	t.r = tcpconn.Reader{Conn: nc, Digests: &t.digests, Max: tcpRecvData, Spin: max(s.cfg.Conn.ReadSpin, 0),
 		AwaitedOnly: s.cfg.Conn.ReadSpinAwaitedOnly, Writing: &t.w.Writing, Turn: &t.w.Turn}
 	go t.read()
+	go t.send()
 	return t, nil
 }
 
@@ -197,26 +228,103 @@ func (t *tcpTransport) unbusy() {
 
 func (t *tcpTransport) awaitAnswer() { t.r.AwaitAnswer() }
 
-// postPDU writes the PDU with its digests. A SCSI Command's buffer
-// becomes live for the reader first.
+// postPDU queues the PDU, to be written with its digests: by the poster
+// at once when the target has answered since the last write, else by
+// the sender goroutine with the others posted meanwhile. A SCSI Command's
+// buffer becomes live for the reader first. The error is the poster's own
+// write's; a failed write of the sender goroutine ends the connection,
+// which the loop reports.
 func (t *tcpTransport) postPDU(slot, n int) error {
-	b := t.slots[slot][:n]
-	bhs := iscsi.BHS(b[:iscsi.BHSLen])
+	bhs := iscsi.BHS(t.slots[slot][:iscsi.BHSLen])
 	if bhs.Opcode() == iscsi.OpSCSICommand {
 		t.xmu.Lock()
 		t.xf[slot].itt, t.xf[slot].live = bhs.ITT(), true
 		t.xmu.Unlock()
 	}
-	t.wmu.Lock()
-	t.w.Begin(1)
-	t.w.Append(bhs, b[iscsi.BHSLen:])
-	err := t.write()
+	t.qmu.Lock()
+	t.queue = append(t.queue, tcpPosted{slot, n})
+	t.qmu.Unlock()
+	if t.rxPDUs.Load() == t.rxSeen.Load() || !t.wmu.TryLock() {
+		t.wakeSender()
+		return nil
+	}
+	err := t.writeQueued()
 	t.wmu.Unlock()
-	if err != nil {
+	// A poster that came meanwhile found the lock taken and woke the
+	// sender goroutine; what a full batch left is the sender's too.
+	if t.queued() {
+		t.wakeSender()
+	}
+	return err
+}
+
+func (t *tcpTransport) wakeSender() {
+	select {
+	case t.wakeTx <- struct{}{}:
+	default:
+	}
+}
+
+func (t *tcpTransport) queued() bool {
+	t.qmu.Lock()
+	defer t.qmu.Unlock()
+	return len(t.queue) > 0
+}
+
+// send is the sender goroutine: woken by posts, it writes what is queued
+// until the connection ends.
+func (t *tcpTransport) send() {
+	defer close(t.txDone)
+	for {
+		select {
+		case <-t.wakeTx:
+		case <-t.quit:
+			return
+		}
+		// The wake-up readied this goroutine ahead of the posters the
+		// same batch of answers readied (Go runs the goroutine a wake-up
+		// readies next): let them post first, to go in this batch.
+		runtime.Gosched()
+		for t.queued() {
+			t.wmu.Lock()
+			err := t.writeQueued()
+			t.wmu.Unlock()
+			if err != nil {
+				// The reader fails on the closed connection and reports
+				// this error to the loop.
+				t.failed.CompareAndSwap(nil, &err)
+				t.nc.Close()
+				return
+			}
+		}
+	}
+}
+
+// writeQueued writes up to tcpBatchPDUs queued PDUs in one writev and
+// reports their slots sent. t.wmu held.
+func (t *tcpTransport) writeQueued() error {
+	t.qmu.Lock()
+	k := min(len(t.queue), tcpBatchPDUs)
+	t.batch = append(t.batch[:0], t.queue[:k]...)
+	t.queue = t.queue[:copy(t.queue, t.queue[k:])]
+	t.qmu.Unlock()
+	if k == 0 {
+		return nil
+	}
+	t.rxSeen.Store(t.rxPDUs.Load())
+	t.w.Begin(k)
+	for _, p := range t.batch {
+		b := t.slots[p.slot][:p.n]
+		t.w.Append(iscsi.BHS(b[:iscsi.BHSLen]), b[iscsi.BHSLen:])
+	}
+	t.writes.Add(1)
+	if err := t.write(); err != nil {
 		return err
 	}
 	t.doneMu.Lock()
-	t.done = append(t.done, slot)
+	for _, p := range t.batch {
+		t.done = append(t.done, p.slot)
+	}
 	t.doneMu.Unlock()
 	select {
 	case t.nudge <- struct{}{}:
@@ -289,6 +397,7 @@ func (t *tcpTransport) err() error {
 func (t *tcpTransport) close() error {
 	t.abort()
 	<-t.readDone
+	<-t.txDone
 	return nil
 }
 
@@ -299,7 +408,9 @@ func (t *tcpTransport) read() {
 		if errors.Is(err, net.ErrClosed) {
 			err = io.EOF
 		}
-		t.failed.CompareAndSwap(nil, &err)
+		if !t.failed.CompareAndSwap(nil, &err) {
+			err = *t.failed.Load() // the sender's failed write closed it
+		}
 		select {
 		case t.rx <- tcpRx{err: err}:
 		case <-t.quit:
@@ -307,6 +418,7 @@ func (t *tcpTransport) read() {
 	}
 	for {
 		bhs, err := t.r.Header()
+		t.rxPDUs.Add(1)
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				err = fmt.Errorf("initiator: PDU from the target: %w", err)

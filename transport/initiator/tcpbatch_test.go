@@ -1,0 +1,98 @@
+package initiator_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ddpstore/ddpstore/transport/initiator"
+	log "github.com/sirupsen/logrus"
+)
+
+// TestTCPCommandsPostedTogether: commands posted together over iSCSI/TCP
+// go out in a few writes, not one each (the sender goroutine's batch),
+// while a command alone goes out at once; and the data of every one is
+// right.
+func TestTCPCommandsPostedTogether(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	target := tcpTarget(t)
+	lg := log.New()
+	lg.SetOutput(io.Discard)
+	cfg := initiator.Config{InitiatorName: initiatorName, TargetName: targetName, Buffers: 1 << 20, Log: log.NewEntry(lg)}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := initiator.Dial(ctx, nil, initiator.NetworkISCSITCP, target, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	const n = 16
+	bufs := make([][]byte, n)
+	for i := range bufs {
+		if bufs[i], err = s.Alloc(4096); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cdb := func(op byte, lba int) []byte {
+		return []byte{op, 0, 0, 0, 0, 0, 0, 0, byte(lba >> 8), byte(lba), 0, 0, 0, 8, 0, 0}
+	}
+	// Commands one at a time: each goes out alone, at once.
+	before := initiator.TCPWrites(s)
+	for i := range n {
+		for j := range bufs[i] {
+			bufs[i][j] = byte(i*31 + j)
+		}
+		w := &initiator.Command{CDB: cdb(0x8a, i*8), Dir: initiator.DataOut, Data: bufs[i]}
+		if err := s.Do(ctx, w); err != nil || w.Status != 0 {
+			t.Fatalf("WRITE %d: %v, status %#x", i, err, w.Status)
+		}
+	}
+	if w := initiator.TCPWrites(s) - before; w != n {
+		t.Fatalf("%d commands one at a time went out in %d writes, want one each", n, w)
+	}
+
+	// Readied together: a few writes.
+	before = initiator.TCPWrites(s)
+	start := make(chan struct{})
+	var ready, wg sync.WaitGroup
+	errs := make(chan error, n)
+	got := make([][]byte, n)
+	for i := range got {
+		if got[i], err = s.Alloc(4096); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		ready.Add(1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ready.Done()
+			<-start
+			r := &initiator.Command{CDB: cdb(0x88, i*8), Dir: initiator.DataIn, Data: got[i]}
+			if err := s.Do(ctx, r); err != nil || r.Status != 0 {
+				errs <- err
+				return
+			}
+			if !bytes.Equal(got[i], bufs[i]) {
+				errs <- io.ErrUnexpectedEOF
+			}
+		}()
+	}
+	ready.Wait()
+	time.Sleep(10 * time.Millisecond) // every poster waits on start
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("READ: %v", err)
+	}
+	if w := initiator.TCPWrites(s) - before; w > n/4 {
+		t.Fatalf("%d commands posted together went out in %d writes, want at most %d", n, w, n/4)
+	}
+}
