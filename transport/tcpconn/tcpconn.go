@@ -54,6 +54,15 @@ func (w *Writer) Begin(k int) {
 	w.arena, w.iovs = w.arena[:0], w.iovs[:0]
 }
 
+// Room reports whether the batch has room for k more PDUs: their headers
+// (Header) and digests.
+func (w *Writer) Room(k int) bool {
+	return cap(w.arena)-len(w.arena) >= k*(iscsi.BHSLen+2*iscsi.DigestLen)
+}
+
+// Len is the number of iovecs the batch holds: 0 when it is empty.
+func (w *Writer) Len() int { return len(w.iovs) }
+
 // Header returns a zeroed BHS for a PDU of the batch, to fill and Append.
 func (w *Writer) Header() []byte {
 	n := len(w.arena)
@@ -105,7 +114,16 @@ func (w *Writer) Flush() error {
 	return err
 }
 
-// Reader takes PDUs off the stream. It is not safe for concurrent use.
+// readAhead is a Reader's buffer: the stream is read into it as far as
+// it has come, up to this much, so that the small PDUs a peer wrote
+// together (a batch of commands or answers) take one read, not two or
+// three each.
+const readAhead = 32 << 10
+
+// Reader takes PDUs off the stream, reading ahead into a buffer of its own
+// what has come of small ones; a data segment of half the buffer or more
+// is read straight into the caller's slice, and so is what follows it up
+// to the next BHS. It is not safe for concurrent use.
 type Reader struct {
 	Conn    net.Conn
 	Digests *Digests
@@ -145,6 +163,13 @@ type Reader struct {
 	hdr  [iscsi.BHSLen + iscsi.DigestLen]byte
 	tail [3 + iscsi.DigestLen]byte
 	dsl  int
+
+	// rb[rs:re] is what was read ahead and not yet taken. bulk: the
+	// current PDU's data segment is long; reads stop where what is asked
+	// for ends, rather than read the next octets into rb to be copied.
+	rb     []byte
+	rs, re int
+	bulk   bool
 }
 
 // Header reads the next PDU's BHS (and header digest), checks it, and
@@ -153,32 +178,43 @@ type Reader struct {
 func (r *Reader) Header() (iscsi.BHS, error) {
 	if r.src == nil {
 		r.src = kickTolerant{r}
+		r.rb = make([]byte, readAhead)
 	}
-	got := 0
-	switch {
-	case r.Spin > 0 && r.AwaitedOnly:
-		var err error
-		if got, err = r.waitAwaited(r.hdr[:iscsi.BHSLen]); err != nil {
+	if r.rs == r.re {
+		// Nothing read ahead: the next PDU is yet to come, and this is
+		// where to wait for it.
+		r.rs, r.re = 0, 0
+		got := 0
+		switch {
+		case r.Spin > 0 && r.AwaitedOnly:
+			var err error
+			if got, err = r.waitAwaited(r.window(iscsi.BHSLen)); err != nil {
+				return nil, err
+			}
+		case r.Spin > 0:
+			if got = r.spin(r.window(iscsi.BHSLen)); got > 0 {
+				r.spun++
+			}
+		}
+		r.re = got
+		if err := r.fill(iscsi.BHSLen); err != nil {
 			return nil, err
 		}
-	case r.Spin > 0:
-		if got = r.spin(r.hdr[:iscsi.BHSLen]); got > 0 {
-			r.spun++
+		if got == 0 && r.Spin > 0 && r.Turn != nil {
+			r.Turn.Arrived(spin.Now(), r.Spin)
 		}
-	}
-	if _, err := io.ReadFull(r.src, r.hdr[got:iscsi.BHSLen]); err != nil {
+	} else if err := r.fill(iscsi.BHSLen); err != nil {
 		return nil, err
 	}
-	if got == 0 && r.Spin > 0 && r.Turn != nil {
-		r.Turn.Arrived(spin.Now(), r.Spin)
-	}
+	r.take(r.hdr[:iscsi.BHSLen])
 	bhs := iscsi.BHS(r.hdr[:iscsi.BHSLen])
 	// Digests start with the Full Feature Phase: the flag is read after the
 	// BHS, which the peer can only send once it is in force.
 	if r.Digests.Header.Load() {
-		if _, err := io.ReadFull(r.src, r.hdr[iscsi.BHSLen:]); err != nil {
+		if err := r.fill(iscsi.DigestLen); err != nil {
 			return nil, err
 		}
+		r.take(r.hdr[iscsi.BHSLen:])
 		if iscsi.Digest(bhs) != iscsi.GetDigest(r.hdr[iscsi.BHSLen:]) {
 			return nil, fmt.Errorf("header digest error (%v)", bhs.Opcode())
 		}
@@ -193,8 +229,46 @@ func (r *Reader) Header() (iscsi.BHS, error) {
 	if r.dsl > r.Max {
 		return nil, fmt.Errorf("%v with a data segment of %d octets, more than the %d declared", bhs.Opcode(), r.dsl, r.Max)
 	}
+	r.bulk = r.dsl >= len(r.rb)/2
 	return bhs, nil
 }
+
+// window is where the next read goes: the rest of the buffer, or with
+// bulk only the n octets wanted.
+func (r *Reader) window(n int) []byte {
+	if r.bulk {
+		return r.rb[r.re : r.rs+n]
+	}
+	return r.rb[r.re:]
+}
+
+// fill reads until n octets (at most half the buffer) are read ahead, as
+// io.ReadFull: io.EOF when the stream ends before any,
+// io.ErrUnexpectedEOF part way.
+func (r *Reader) fill(n int) error {
+	if r.re-r.rs >= n {
+		return nil
+	}
+	if r.rs > 0 {
+		r.re = copy(r.rb, r.rb[r.rs:r.re])
+		r.rs = 0
+	}
+	had := r.re
+	for r.re < n {
+		k, err := r.src.Read(r.window(n))
+		r.re += k
+		if err != nil && r.re < n {
+			if err == io.EOF && r.re > had {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// take moves len(b) octets read ahead into b.
+func (r *Reader) take(b []byte) { r.rs += copy(b, r.rb[r.rs:r.re]) }
 
 // AwaitAnswer says that the caller will wait for the answer to what it
 // writes next, with nothing else to do meanwhile: with AwaitedOnly,
@@ -296,6 +370,14 @@ func (r *Reader) spin(b []byte) int {
 	return r.pn
 }
 
+// noEOF is err, an end of the stream inside a PDU being unexpected.
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
 // Data reads the data segment of the PDU Header returned into dst (its
 // length, DataSegmentLength), then its padding and data digest, and checks
 // the digest.
@@ -312,15 +394,22 @@ func (r *Reader) Data(dst []byte) error {
 	if dd {
 		tl += iscsi.DigestLen
 	}
-	if r.src == nil {
-		r.src = kickTolerant{r}
+	k := copy(dst, r.rb[r.rs:r.re])
+	r.rs += k
+	if rest := dst[k:]; len(rest) >= len(r.rb)/2 {
+		if _, err := io.ReadFull(r.src, rest); err != nil {
+			return noEOF(err)
+		}
+	} else if len(rest) > 0 {
+		if err := r.fill(len(rest)); err != nil {
+			return noEOF(err)
+		}
+		r.take(rest)
 	}
-	if _, err := io.ReadFull(r.src, dst); err != nil {
-		return err
+	if err := r.fill(tl); err != nil {
+		return noEOF(err)
 	}
-	if _, err := io.ReadFull(r.src, r.tail[:tl]); err != nil {
-		return err
-	}
+	r.take(r.tail[:tl])
 	if dd && iscsi.DigestUpdate(iscsi.Digest(dst), r.tail[:pad]) != iscsi.GetDigest(r.tail[pad:tl]) {
 		return errors.New("data digest error")
 	}

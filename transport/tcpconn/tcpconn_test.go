@@ -52,8 +52,10 @@ func TestRoundTrip(t *testing.T) {
 		d.Header.Store(digests)
 		d.Data.Store(digests)
 		w := &Writer{Conn: a, Digests: &d}
-		r := &Reader{Conn: b, Digests: &d, Max: 8192}
-		sizes := []int{0, 1, 3, 4, 5, 8191, 8192}
+		r := &Reader{Conn: b, Digests: &d, Max: 1 << 17}
+		// Short segments come out of the read-ahead; from half of it
+		// (16 KiB) on they are read straight into the caller's slice.
+		sizes := []int{0, 1, 3, 4, 5, 8191, 8192, 16383, 16384, 3, 70001, 0, 5}
 		w.Begin(len(sizes))
 		var want [][]byte
 		for i, n := range sizes {
@@ -77,6 +79,106 @@ func TestRoundTrip(t *testing.T) {
 				t.Fatalf("digests %v, PDU %d: data %v, equal %v", digests, i, err, bytes.Equal(got, want[i]))
 			}
 		}
+	}
+}
+
+// countingConn counts the reads of its Conn.
+type countingConn struct {
+	net.Conn
+	reads int
+}
+
+func (c *countingConn) Read(b []byte) (int, error) {
+	c.reads++
+	return c.Conn.Read(b)
+}
+
+// TestReaderReadsAhead: small PDUs written together are taken off the
+// stream in a few reads, not one or more each.
+func TestReaderReadsAhead(t *testing.T) {
+	a, b := pair(t)
+	var d Digests
+	d.Header.Store(true)
+	d.Data.Store(true)
+	w := &Writer{Conn: a, Digests: &d}
+	cc := &countingConn{Conn: b}
+	r := &Reader{Conn: cc, Digests: &d, Max: 8192}
+	const n = 32
+	w.Begin(n)
+	for i := range n {
+		nop(w, uint32(i), bytes.Repeat([]byte{byte(i)}, 100+i))
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		bhs, err := r.Header()
+		if err != nil || bhs.ITT() != uint32(i) {
+			t.Fatalf("PDU %d: %v, %v", i, bhs, err)
+		}
+		got := make([]byte, 100+i)
+		if err := r.Data(got); err != nil || !bytes.Equal(got, bytes.Repeat([]byte{byte(i)}, 100+i)) {
+			t.Fatalf("PDU %d's data: %v", i, err)
+		}
+	}
+	// 32 PDUs of about 160 octets: 5 KiB, one read when it has all come.
+	if cc.reads > 4 {
+		t.Fatalf("%d PDUs written together took %d reads", n, cc.reads)
+	}
+}
+
+// TestReaderDribble: PDUs of every size, with digests, that arrive a few
+// octets at a time, split anywhere, come apart whole.
+func TestReaderDribble(t *testing.T) {
+	a, b := pair(t)
+	var d Digests
+	d.Header.Store(true)
+	d.Data.Store(true)
+	w := &Writer{Conn: nil, Digests: &d}
+	sizes := []int{0, 7, 48, 4096, 16383, 16384, 40000, 1, 0, 9000, 2}
+	w.Begin(len(sizes))
+	var want [][]byte
+	for i, n := range sizes {
+		data := make([]byte, n)
+		for j := range data {
+			data[j] = byte(i*7 + j)
+		}
+		want = append(want, data)
+		nop(w, uint32(i), data)
+	}
+	var wire []byte
+	for _, v := range w.iovs {
+		wire = append(wire, v...)
+	}
+	go func() {
+		// Pieces of 1 to 4999 octets, pausing now and then so that the
+		// reader finds the stream run dry part way through a PDU.
+		for i, k := 0, 1; len(wire) > 0; i++ {
+			k = (k*7919 + 13) % 5000
+			n := min(max(k, 1), len(wire))
+			if _, err := a.Write(wire[:n]); err != nil {
+				return
+			}
+			wire = wire[n:]
+			if i%5 == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		a.Close()
+	}()
+	r := &Reader{Conn: b, Digests: &d, Max: 1 << 16}
+	for i, n := range sizes {
+		bhs, err := r.Header()
+		if err != nil || bhs.ITT() != uint32(i) || int(bhs.DataSegmentLength()) != n {
+			t.Fatalf("PDU %d: %v, %v", i, bhs, err)
+		}
+		got := make([]byte, n)
+		if err := r.Data(got); err != nil || !bytes.Equal(got, want[i]) {
+			t.Fatalf("PDU %d (%d octets): %v, equal %v", i, n, err, bytes.Equal(got, want[i]))
+		}
+	}
+	if _, err := r.Header(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the last PDU: %v, want EOF", err)
 	}
 }
 
