@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ddpstore/ddpstore/iwarp/mem"
@@ -54,10 +55,11 @@ type tcpTransport struct {
 	digests tcpconn.Digests
 	w       tcpconn.Writer
 	r       tcpconn.Reader
-	// dataInHeld: dataIn left its Data-In PDUs in w's batch, with room for
-	// one more PDU: the SCSI Response that the core posts next goes out
-	// with them in one writev.
-	dataInHeld bool
+	// open: w holds a batch not yet written, of batchBytes data octets;
+	// pending are the slots of its PDUs.
+	open       bool
+	batchBytes int
+	pending    []int
 
 	// xf is each task's write data solicitation. The burst fields are
 	// read and advanced by the reader under mu; the rest is the loop's.
@@ -80,6 +82,14 @@ type tcpTransport struct {
 // once when a longer segment (immediate data up to FirstBurstLength)
 // comes; one grown further (a long Text or NOP-Out) is not kept so.
 const tcpRecvData = 256 << 10
+
+// The loop's batch: what it posts while more PDUs wait for it goes out
+// together, in one writev, when none waits any more or the batch holds
+// this much data or this many PDUs.
+const (
+	tcpBatchBytes = 256 << 10
+	tcpBatchPDUs  = 64
+)
 
 // sendSlotLen is a send buffer's size: a BHS and a data segment of up to
 // 8 KiB (sense data, text answers; longer NOP-In echoes: growSend).
@@ -221,6 +231,8 @@ func (t *tcpTransport) loop(wake <-chan bool, tick <-chan time.Time) error {
 					c.fetched(m.ti, true)
 				}
 			case rxEnd:
+				t.flush()
+				t.flushDone()
 				if t.disconnects || errors.Is(m.err, io.EOF) && c.closing {
 					return nil
 				}
@@ -228,6 +240,8 @@ func (t *tcpTransport) loop(wake <-chan bool, tick <-chan time.Time) error {
 			}
 		case w := <-wake:
 			if !w {
+				t.flush()
+				t.flushDone()
 				return errStopped
 			}
 		case <-tick:
@@ -238,8 +252,15 @@ func (t *tcpTransport) loop(wake <-chan bool, tick <-chan time.Time) error {
 		if err == nil {
 			err = c.idle()
 		}
-		if err == nil {
-			err = t.flushDone()
+		// What this turn posted waits for the PDUs the reader has
+		// already handed over: their answers go out with it.
+		if len(t.rx) == 0 || err != nil || t.disconnects {
+			if ferr := t.flush(); err == nil {
+				err = ferr
+			}
+		}
+		if ferr := t.flushDone(); err == nil {
+			err = ferr
 		}
 		if err != nil {
 			return err
@@ -449,21 +470,47 @@ func (t *tcpTransport) staging() []byte         { return t.stage.Bytes() }
 func (t *tcpTransport) useLUs(*lu.Target) error { return nil }
 func (t *tcpTransport) disconnect()             { t.disconnects = true }
 
-// postPDU writes the PDU with its digests.
+// postPDU adds the PDU, with its digests, to the loop's batch.
 func (t *tcpTransport) postPDU(slot, n int, _ int32) error {
 	b := t.slots[slot][:n]
-	if !t.dataInHeld {
-		t.w.Begin(1)
+	if err := t.reserve(1, n-iscsi.BHSLen); err != nil {
+		return err
 	}
-	t.dataInHeld = false
 	t.w.Append(iscsi.BHS(b[:iscsi.BHSLen]), b[iscsi.BHSLen:])
-	t.done = append(t.done, slot)
-	err := t.write()
+	t.pending = append(t.pending, slot)
 	if len(t.slots[slot]) > sendSlotLen {
-		// Grown for one PDU, now written (write flushes the batch).
+		// Grown for one PDU, which the batch now holds: the next gets the
+		// usual size.
 		t.slots[slot] = make([]byte, sendSlotLen)
 	}
-	return err
+	return nil
+}
+
+// reserve makes room in the batch for k more PDUs carrying n data octets:
+// it writes the batch first when that would take it past its bounds.
+func (t *tcpTransport) reserve(k, n int) error {
+	if t.open && (!t.w.Room(k) || t.batchBytes+n > tcpBatchBytes && t.batchBytes > 0) {
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	if !t.open {
+		t.w.Begin(max(k, tcpBatchPDUs))
+		t.open, t.batchBytes = true, 0
+	}
+	t.batchBytes += n
+	return nil
+}
+
+// flush writes the batch; its slots are then the core's again (flushDone).
+func (t *tcpTransport) flush() error {
+	if !t.open {
+		return nil
+	}
+	t.open = false
+	t.done = append(t.done, t.pending...)
+	t.pending = t.pending[:0]
+	return t.write()
 }
 
 // write flushes the Writer's batch. A write that blocks for the NOP
@@ -474,11 +521,15 @@ func (t *tcpTransport) write() error {
 		t.extendedAt = now
 		t.nc.SetWriteDeadline(now.Add(t.c.srv.cfg.NopTimeout))
 	}
+	tcpWrites.Add(1)
 	if err := t.w.Flush(); err != nil {
 		return fmt.Errorf("target: writing to the initiator: %w", err)
 	}
 	return nil
 }
+
+// tcpWrites counts the writev calls of every iSCSI/TCP connection (tests).
+var tcpWrites atomic.Uint64
 
 // command records the task's ITT and LUN for its R2Ts and Data-Ins and
 // starts a new generation of its Target Transfer Tags.
@@ -589,7 +640,9 @@ func (t *tcpTransport) solicit(ti int32) error {
 	t.mu.Lock()
 	x.active, x.ttt, x.burst, x.got, x.dataSN = true, ttt, b, 0, 0
 	t.mu.Unlock()
-	t.w.Begin(1)
+	if err := t.reserve(1, 0); err != nil {
+		return err
+	}
 	r, _ := iscsi.NewR2T(t.w.Header())
 	r.SetLUN(x.lun)
 	r.SetITT(x.itt)
@@ -602,14 +655,14 @@ func (t *tcpTransport) solicit(ti int32) error {
 	r.SetBufferOffset(b.off)
 	r.SetDesiredDataTransferLength(b.n)
 	t.w.Append(r.BHS, nil)
-	return t.write()
+	return nil
 }
 
 // dataIn frames the read data in Data-In PDUs of at most the initiator's
-// MaxRecvDataSegmentLength and holds them: the SCSI Response the core
-// posts next (scsi.go: nothing else is written between the two) joins
-// them, and the whole read goes out in one writev, one system call and
-// one wake-up of the initiator fewer per read.
+// MaxRecvDataSegmentLength into the batch: the SCSI Response the core
+// posts next joins them, and the whole read goes out in one writev with
+// the batch, one system call and one wake-up of the initiator fewer per
+// read.
 func (t *tcpTransport) dataIn(ti int32, src dataRef, n uint32) error {
 	var data []byte
 	if src.lu != nil {
@@ -620,11 +673,9 @@ func (t *tcpTransport) dataIn(ti int32, src dataRef, n uint32) error {
 	x := &t.xf[ti]
 	seg := int(t.peerMaxSeg)
 	k := (len(data) + seg - 1) / seg
-	if t.dataInHeld {
-		return fmt.Errorf("target: Data-In framed while another read's wait for their SCSI Response")
+	if err := t.reserve(k+1, len(data)); err != nil { // and the SCSI Response
+		return err
 	}
-	t.w.Begin(k + 1) // and the SCSI Response
-	t.dataInHeld = true
 	for i := 0; i < k; i++ {
 		part := data[i*seg : min((i+1)*seg, len(data))]
 		d, _ := iscsi.NewSCSIDataIn(t.w.Header())
