@@ -465,9 +465,12 @@ func (t *tcpTransport) growSend(slot, n int) []byte {
 	t.slots[slot] = make([]byte, iscsi.BHSLen+n+4)
 	return t.slots[slot]
 }
-func (t *tcpTransport) room(int) bool           { return true }
-func (t *tcpTransport) staging() []byte         { return t.stage.Bytes() }
-func (t *tcpTransport) useLUs(*lu.Target) error { return nil }
+func (t *tcpTransport) room(int) bool   { return true }
+func (t *tcpTransport) staging() []byte { return t.stage.Bytes() }
+
+// useLUs writes the batch first: its Data-In may point into a store the
+// new LUN map no longer holds, which may be closed once this returns.
+func (t *tcpTransport) useLUs(*lu.Target) error { return t.flush() }
 func (t *tcpTransport) disconnect()             { t.disconnects = true }
 
 // postPDU adds the PDU, with its digests, to the loop's batch.
