@@ -212,7 +212,7 @@ func (r *Reader) Header() (iscsi.BHS, error) {
 	// BHS, which the peer can only send once it is in force.
 	if r.Digests.Header.Load() {
 		if err := r.fill(iscsi.DigestLen); err != nil {
-			return nil, err
+			return nil, noEOF(err)
 		}
 		r.take(r.hdr[iscsi.BHSLen:])
 		if iscsi.Digest(bhs) != iscsi.GetDigest(r.hdr[iscsi.BHSLen:]) {
@@ -243,7 +243,7 @@ func (r *Reader) window(n int) []byte {
 }
 
 // fill reads until n octets (at most half the buffer) are read ahead, as
-// io.ReadFull: io.EOF when the stream ends before any,
+// io.ReadFull: io.EOF when the stream ends before any of them,
 // io.ErrUnexpectedEOF part way.
 func (r *Reader) fill(n int) error {
 	if r.re-r.rs >= n {
@@ -253,12 +253,11 @@ func (r *Reader) fill(n int) error {
 		r.re = copy(r.rb, r.rb[r.rs:r.re])
 		r.rs = 0
 	}
-	had := r.re
 	for r.re < n {
 		k, err := r.src.Read(r.window(n))
 		r.re += k
 		if err != nil && r.re < n {
-			if err == io.EOF && r.re > had {
+			if err == io.EOF && r.re > 0 {
 				err = io.ErrUnexpectedEOF
 			}
 			return err
