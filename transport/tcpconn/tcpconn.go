@@ -164,9 +164,9 @@ type Reader struct {
 	tail [3 + iscsi.DigestLen]byte
 	dsl  int
 
-	// rb[rs:re] is what was read ahead and not yet taken. bulk: the
-	// current PDU's data segment is long; reads stop where what is asked
-	// for ends, rather than read the next octets into rb to be copied.
+	// rb[rs:re] is what was read ahead and not yet taken. bulk: the last
+	// data segment was long; reads stop where what is asked for ends,
+	// rather than read the next octets into rb to be copied.
 	rb     []byte
 	rs, re int
 	bulk   bool
@@ -229,7 +229,11 @@ func (r *Reader) Header() (iscsi.BHS, error) {
 	if r.dsl > r.Max {
 		return nil, fmt.Errorf("%v with a data segment of %d octets, more than the %d declared", bhs.Opcode(), r.dsl, r.Max)
 	}
-	r.bulk = r.dsl >= len(r.rb)/2
+	if r.dsl > 0 {
+		// A PDU without data (the SCSI Response after a long Data-In)
+		// keeps the mode: the next is likely long again.
+		r.bulk = r.dsl >= len(r.rb)/2
+	}
 	return bhs, nil
 }
 
