@@ -77,12 +77,25 @@ func (p *cutProxy) cut() {
 // session reconnects, reissues what had not completed, and every write
 // and read completes with the right data; nothing reaches the callers.
 func TestReconnect(t *testing.T) {
+	for _, network := range []string{"tcp", initiator.NetworkISCSITCP} {
+		t.Run(network, func(t *testing.T) { testReconnect(t, network) })
+	}
+}
+
+// testReconnect runs TestReconnect over network: iSER over MPA/TCP, or
+// iSCSI/TCP, whose initiator batches what 16 callers post and whose
+// target batches its answers, so that a cut loses whole batches.
+func testReconnect(t *testing.T, network string) {
 	checkGoroutines(t)
-	r := newRig(t, rigOpts{sizes: []int64{16 << 20}})
-	px := newCutProxy(t, r.addr)
+	r := newRig(t, rigOpts{sizes: []int64{16 << 20}, tcp: network == initiator.NetworkISCSITCP})
+	to := r.addr
+	if network == initiator.NetworkISCSITCP {
+		to = r.tcpAddr
+	}
+	px := newCutProxy(t, to)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	s, err := initiator.Dial(ctx, r.dev, "tcp", px.ln.Addr().String(), initiator.Config{InitiatorName: initiatorName,
+	s, err := initiator.Dial(ctx, r.dev, network, px.ln.Addr().String(), initiator.Config{InitiatorName: initiatorName,
 		TargetName: targetName, RecoveryTimeout: 20 * time.Second, Log: quietLog(), Buffers: 8 << 20})
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +114,12 @@ func TestReconnect(t *testing.T) {
 					return
 				default:
 				}
-				if err := pattern(s, uint64(w*256), 64<<10, int64(w*1000+i)); err != nil {
+				// 4 KiB (the batches) and 64 KiB (R2Ts, Data-Out) by turns.
+				size := 4 << 10
+				if i%2 == 1 {
+					size = 64 << 10
+				}
+				if err := pattern(s, uint64(w*256), size, int64(w*1000+i)); err != nil {
 					errs <- err
 					return
 				}
