@@ -3,10 +3,10 @@ package iwarp
 import (
 	"bytes"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/ddpstore/ddpstore/internal/burst"
 	"github.com/ddpstore/ddpstore/iwarp/rdmap"
 )
 
@@ -249,27 +249,9 @@ func TestPostsReadiedTogether(t *testing.T) {
 	resp.expect(resp.rcq, 0, WCRecv, StatusSuccess, 100)
 	ini.expectIdle(t)
 	before := ini.dev.Counters()
-	start := make(chan struct{})
-	var ready, wg sync.WaitGroup
-	errs := make(chan error, n)
-	for i := range n {
-		ready.Add(1)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ready.Done()
-			<-start
-			if err := ini.qp.PostSend(&SendWR{ID: uint64(i), Op: OpSend, SGL: []SGE{ini.sge(i*128, 100)}}); err != nil {
-				errs <- err
-			}
-		}()
-	}
-	ready.Wait()
-	time.Sleep(10 * time.Millisecond) // every poster waits on start
-	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	for _, err := range burst.Run(n, func(i int) error {
+		return ini.qp.PostSend(&SendWR{ID: uint64(i), Op: OpSend, SGL: []SGE{ini.sge(i*128, 100)}})
+	}) {
 		t.Fatal(err)
 	}
 	for range n {

@@ -3,12 +3,13 @@ package initiator_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/ddpstore/ddpstore/internal/burst"
 	"github.com/ddpstore/ddpstore/transport/initiator"
 	log "github.com/sirupsen/logrus"
 )
@@ -58,39 +59,23 @@ func TestTCPCommandsPostedTogether(t *testing.T) {
 
 	// Readied together: a few writes.
 	before = initiator.TCPWrites(s)
-	start := make(chan struct{})
-	var ready, wg sync.WaitGroup
-	errs := make(chan error, n)
 	got := make([][]byte, n)
 	for i := range got {
 		if got[i], err = s.Alloc(4096); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for i := range n {
-		ready.Add(1)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ready.Done()
-			<-start
-			r := &initiator.Command{CDB: cdb(0x88, i*8), Dir: initiator.DataIn, Data: got[i]}
-			if err := s.Do(ctx, r); err != nil || r.Status != 0 {
-				errs <- err
-				return
-			}
-			if !bytes.Equal(got[i], bufs[i]) {
-				errs <- io.ErrUnexpectedEOF
-			}
-		}()
-	}
-	ready.Wait()
-	time.Sleep(10 * time.Millisecond) // every poster waits on start
-	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("READ: %v", err)
+	for _, err := range burst.Run(n, func(i int) error {
+		r := &initiator.Command{CDB: cdb(0x88, i*8), Dir: initiator.DataIn, Data: got[i]}
+		if err := s.Do(ctx, r); err != nil || r.Status != 0 {
+			return fmt.Errorf("READ %d: %v, status %#x", i, err, r.Status)
+		}
+		if !bytes.Equal(got[i], bufs[i]) {
+			return fmt.Errorf("READ %d: not what was written", i)
+		}
+		return nil
+	}) {
+		t.Fatal(err)
 	}
 	if w := initiator.TCPWrites(s) - before; w > n/4 {
 		t.Fatalf("%d commands posted together went out in %d writes, want at most %d", n, w, n/4)

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"context"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/ddpstore/ddpstore/internal/burst"
 	"github.com/ddpstore/ddpstore/transport/initiator"
 	"github.com/ddpstore/ddpstore/transport/target"
 )
@@ -50,27 +50,7 @@ func TestTCPAnswersTogether(t *testing.T) {
 		}
 	}
 	before := target.TCPWrites()
-	start := make(chan struct{})
-	var ready, wg sync.WaitGroup
-	errs := make(chan error, n)
-	for i := range n {
-		ready.Add(1)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ready.Done()
-			<-start
-			if err := read(i); err != nil {
-				errs <- err
-			}
-		}()
-	}
-	ready.Wait()
-	time.Sleep(10 * time.Millisecond) // every poster waits on start
-	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	for _, err := range burst.Run(n, read) {
 		t.Fatal(err)
 	}
 	if w := target.TCPWrites() - before; w > n/4 {
