@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -251,5 +252,23 @@ func TestTCPLongPings(t *testing.T) {
 		if err := pattern(s, uint64(i)*256, 64<<10, int64(i)); err != nil {
 			t.Fatalf("after a ping of %d octets: %v", n, err)
 		}
+	}
+}
+
+// TestWrongTransportSaysSo: a login over iSCSI/TCP to an iSER portal, or
+// over iSER to an iSCSI/TCP portal, fails with an error that names the
+// likely mistake.
+func TestWrongTransportSaysSo(t *testing.T) {
+	checkGoroutines(t)
+	r := newRig(t, rigOpts{tcp: true})
+	cfg := initiator.Config{InitiatorName: initiatorName, TargetName: targetName, Log: quietLog(), Buffers: 1 << 20}
+	_, err := r.tryDialVia(initiator.NetworkISCSITCP, r.addr, cfg)
+	if err == nil || !strings.Contains(err.Error(), "is "+r.addr+" an iSER portal?") {
+		t.Fatalf("iSCSI/TCP to the iSER portal: %v, want the error to ask whether it is an iSER portal", err)
+	}
+	cfg.Conn.StartupTimeout = 300 * time.Millisecond
+	_, err = r.tryDialVia("tcp", r.tcpAddr, cfg)
+	if err == nil || !strings.Contains(err.Error(), "is "+r.tcpAddr+" an iSCSI/TCP portal?") {
+		t.Fatalf("iSER to the iSCSI/TCP portal: %v, want the error to ask whether it is an iSCSI/TCP portal", err)
 	}
 }

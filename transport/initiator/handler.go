@@ -362,6 +362,7 @@ func (s *Session) login(ctx context.Context, tr transport, ended <-chan struct{}
 	default:
 	}
 	var err error
+	answered := false // a Login Response came
 	for {
 		buf := tr.sendBuf(int(slot))
 		if len(out) > len(buf) {
@@ -381,11 +382,17 @@ func (s *Session) login(ctx context.Context, tr transport, ended <-chan struct{}
 				s.mu.Lock()
 				err := s.errOr(tr.err())
 				s.mu.Unlock()
+				if !answered && s.network == NetworkISCSITCP {
+					// An iSER target takes the Login Request for an MPA
+					// Request and closes the connection.
+					return fmt.Errorf("initiator: the target closed the connection before any Login Response (is %s an iSER portal? that is transport tcp): %w", s.Portal(), err)
+				}
 				return fmt.Errorf("initiator: connection lost during login: %w", err)
 			}
 		case <-ctx.Done():
 			return fmt.Errorf("initiator: login: %w", ctx.Err())
 		}
+		answered = true
 		var done bool
 		out, done, err = li.Step(nil, resp)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -291,6 +292,11 @@ func (s *Session) connect(ctx context.Context) (transport, error) {
 	}
 	t, err := s.connectISER(ctx, addr)
 	if err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) && strings.Contains(err.Error(), "MPA Reply") {
+			// An iSCSI/TCP target waits for a Login Request and says
+			// nothing to an MPA Request.
+			return nil, fmt.Errorf("%w (is %s an iSCSI/TCP portal? that is transport iscsi-tcp)", err, addr)
+		}
 		return nil, err
 	}
 	return t, nil
