@@ -115,6 +115,10 @@ func (e *RejectedError) Error() string {
 
 func (e *RejectedError) Unwrap() error { return mpa.ErrRejected }
 
+// ErrNoMPAReply: Connect sent its MPA Request and no valid MPA Reply came
+// (the error wraps why: a timeout, the stream's end, a malformed frame).
+var ErrNoMPAReply = errors.New("iwarp: waiting for MPA Reply")
+
 // Connect opens a TCP connection to addr, runs the MPA Startup as the
 // Initiator and, once the peer accepts, puts the QP in Full Operation. It
 // returns the Private Data of the peer's Reply.
@@ -155,7 +159,7 @@ func (q *QP) Connect(ctx context.Context, network, addr string, cfg ConnConfig) 
 	}
 	reply, err := readStartup(tc, mpa.Reply)
 	if err != nil {
-		return nil, fmt.Errorf("iwarp: waiting for MPA Reply from %s: %w", addr, err)
+		return nil, fmt.Errorf("%w from %s: %w", ErrNoMPAReply, addr, err)
 	}
 	peer := reply.Startup()
 	pd := append([]byte(nil), peer.PrivateData...)

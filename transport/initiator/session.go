@@ -292,7 +292,7 @@ func (s *Session) connect(ctx context.Context) (transport, error) {
 	}
 	t, err := s.connectISER(ctx, addr)
 	if err != nil {
-		if errors.Is(err, os.ErrDeadlineExceeded) && strings.Contains(err.Error(), "MPA Reply") {
+		if errors.Is(err, iwarp.ErrNoMPAReply) && errors.Is(err, os.ErrDeadlineExceeded) {
 			// An iSCSI/TCP target waits for a Login Request and says
 			// nothing to an MPA Request.
 			return nil, fmt.Errorf("%w (is %s an iSCSI/TCP portal? that is transport iscsi-tcp)", err, addr)
