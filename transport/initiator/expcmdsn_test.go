@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/ddpstore/ddpstore/transport/initiator"
-	log "github.com/sirupsen/logrus"
 )
 
 // loginSNProxy sits between an initiator and an iSCSI/TCP target and
@@ -91,9 +90,7 @@ func loginSNProxy(t *testing.T, to string, ahead uint32) string {
 // Two past fails the login.
 func TestLoginExpCmdSNOnePast(t *testing.T) {
 	target := tcpTarget(t)
-	lg := log.New()
-	lg.SetOutput(io.Discard)
-	cfg := initiator.Config{InitiatorName: initiatorName, TargetName: targetName, Buffers: 1 << 20, Log: log.NewEntry(lg)}
+	cfg := quietConfig()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"runtime"
 	"testing"
 	"time"
 
 	"github.com/ddpstore/ddpstore/internal/burst"
 	"github.com/ddpstore/ddpstore/transport/initiator"
-	log "github.com/sirupsen/logrus"
 )
 
 // TestTCPCommandsPostedTogether: commands posted together over iSCSI/TCP
@@ -21,9 +19,7 @@ import (
 func TestTCPCommandsPostedTogether(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	target := tcpTarget(t)
-	lg := log.New()
-	lg.SetOutput(io.Discard)
-	cfg := initiator.Config{InitiatorName: initiatorName, TargetName: targetName, Buffers: 1 << 20, Log: log.NewEntry(lg)}
+	cfg := quietConfig()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	s, err := initiator.Dial(ctx, nil, initiator.NetworkISCSITCP, target, cfg)

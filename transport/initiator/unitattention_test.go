@@ -160,17 +160,22 @@ func tcpTarget(t *testing.T) string {
 	return tl.Addr().String()
 }
 
+// quietConfig is an initiator's configuration for tcpTarget's target, with
+// a 1 MiB buffer region and its log discarded.
+func quietConfig() initiator.Config {
+	lg := log.New()
+	lg.SetOutput(io.Discard)
+	return initiator.Config{InitiatorName: initiatorName, TargetName: targetName, Buffers: 1 << 20, Log: log.NewEntry(lg)}
+}
+
 // TestResetUnitAttentionReissued: a command answered with a reset unit
 // attention is sent again and completes GOOD; one answered so more often
 // than Do retries, or with another unit attention, reaches the caller.
 func TestResetUnitAttentionReissued(t *testing.T) {
 	p := newUAProxy(t, tcpTarget(t))
-	lg := log.New()
-	lg.SetOutput(io.Discard)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := initiator.Dial(ctx, nil, initiator.NetworkISCSITCP, p.addr, initiator.Config{InitiatorName: initiatorName,
-		TargetName: targetName, Buffers: 1 << 20, Log: log.NewEntry(lg)})
+	s, err := initiator.Dial(ctx, nil, initiator.NetworkISCSITCP, p.addr, quietConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
