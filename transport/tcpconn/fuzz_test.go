@@ -184,10 +184,11 @@ func readerSeeds() [][]byte {
 		if flags&4 != 0 {
 			sizes = append(sizes, 16384, 3, 20000, 0)
 		}
-		w.Begin(len(sizes))
+		var data [][]byte
 		for i, n := range sizes {
-			nop(w, uint32(i), bytes.Repeat([]byte{byte(i + 1)}, n))
+			data = append(data, bytes.Repeat([]byte{byte(i + 1)}, n))
 		}
+		nops(w, data)
 		s := []byte{flags, 9}
 		for _, v := range w.iovs {
 			s = append(s, v...)

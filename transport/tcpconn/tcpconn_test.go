@@ -42,6 +42,31 @@ func nop(w *Writer, itt uint32, data []byte) {
 	w.Append(h.BHS, data)
 }
 
+// nops adds a NOP-Out to w's batch for each data, ITT its index, and
+// returns them.
+func nops(w *Writer, data [][]byte) [][]byte {
+	w.Begin(len(data))
+	for i, d := range data {
+		nop(w, uint32(i), d)
+	}
+	return data
+}
+
+// expectPDUs reads len(want) PDUs from r: PDU i with ITT i and data want[i].
+func expectPDUs(t *testing.T, r *Reader, want [][]byte) {
+	t.Helper()
+	for i, d := range want {
+		bhs, err := r.Header()
+		if err != nil || bhs.ITT() != uint32(i) || int(bhs.DataSegmentLength()) != len(d) {
+			t.Fatalf("PDU %d: %v, %v; want ITT %d with %d octets", i, bhs, err, i, len(d))
+		}
+		got := make([]byte, len(d))
+		if err := r.Data(got); err != nil || !bytes.Equal(got, d) {
+			t.Fatalf("PDU %d (%d octets): data %v, equal %v", i, len(d), err, bytes.Equal(got, d))
+		}
+	}
+}
+
 // PDUs of every padding go through one writev and come back apart, with
 // and without digests; the octets on the wire are padded and, with
 // digests, carry RFC 7143's CRC32C after the BHS and after the padded data.
@@ -56,29 +81,15 @@ func TestRoundTrip(t *testing.T) {
 		// Short segments come out of the read-ahead; from half of it
 		// (16 KiB) on they are read straight into the caller's slice.
 		sizes := []int{0, 1, 3, 4, 5, 8191, 8192, 16383, 16384, 3, 70001, 0, 5}
-		w.Begin(len(sizes))
-		var want [][]byte
+		var data [][]byte
 		for i, n := range sizes {
-			data := bytes.Repeat([]byte{byte(i + 1)}, n)
-			want = append(want, data)
-			nop(w, uint32(i), data)
+			data = append(data, bytes.Repeat([]byte{byte(i + 1)}, n))
 		}
+		want := nops(w, data)
 		if err := w.Flush(); err != nil {
 			t.Fatal(err)
 		}
-		for i, n := range sizes {
-			bhs, err := r.Header()
-			if err != nil {
-				t.Fatalf("digests %v, PDU %d: %v", digests, i, err)
-			}
-			if bhs.ITT() != uint32(i) || int(bhs.DataSegmentLength()) != n {
-				t.Fatalf("PDU %d: ITT %d, %d octets", i, bhs.ITT(), bhs.DataSegmentLength())
-			}
-			got := make([]byte, n)
-			if err := r.Data(got); err != nil || !bytes.Equal(got, want[i]) {
-				t.Fatalf("digests %v, PDU %d: data %v, equal %v", digests, i, err, bytes.Equal(got, want[i]))
-			}
-		}
+		expectPDUs(t, r, want)
 	}
 }
 
@@ -104,23 +115,15 @@ func TestReaderReadsAhead(t *testing.T) {
 	cc := &countingConn{Conn: b}
 	r := &Reader{Conn: cc, Digests: &d, Max: 8192}
 	const n = 32
-	w.Begin(n)
+	var data [][]byte
 	for i := range n {
-		nop(w, uint32(i), bytes.Repeat([]byte{byte(i)}, 100+i))
+		data = append(data, bytes.Repeat([]byte{byte(i)}, 100+i))
 	}
+	want := nops(w, data)
 	if err := w.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	for i := range n {
-		bhs, err := r.Header()
-		if err != nil || bhs.ITT() != uint32(i) {
-			t.Fatalf("PDU %d: %v, %v", i, bhs, err)
-		}
-		got := make([]byte, 100+i)
-		if err := r.Data(got); err != nil || !bytes.Equal(got, bytes.Repeat([]byte{byte(i)}, 100+i)) {
-			t.Fatalf("PDU %d's data: %v", i, err)
-		}
-	}
+	expectPDUs(t, r, want)
 	// 32 PDUs of about 160 octets: 5 KiB, one read when it has all come.
 	if cc.reads > 4 {
 		t.Fatalf("%d PDUs written together took %d reads", n, cc.reads)
@@ -136,16 +139,15 @@ func TestReaderDribble(t *testing.T) {
 	d.Data.Store(true)
 	w := &Writer{Conn: nil, Digests: &d}
 	sizes := []int{0, 7, 48, 4096, 16383, 16384, 40000, 1, 0, 9000, 2}
-	w.Begin(len(sizes))
-	var want [][]byte
+	var data [][]byte
 	for i, n := range sizes {
-		data := make([]byte, n)
-		for j := range data {
-			data[j] = byte(i*7 + j)
+		d := make([]byte, n)
+		for j := range d {
+			d[j] = byte(i*7 + j)
 		}
-		want = append(want, data)
-		nop(w, uint32(i), data)
+		data = append(data, d)
 	}
+	want := nops(w, data)
 	var wire []byte
 	for _, v := range w.iovs {
 		wire = append(wire, v...)
@@ -167,16 +169,7 @@ func TestReaderDribble(t *testing.T) {
 		a.Close()
 	}()
 	r := &Reader{Conn: b, Digests: &d, Max: 1 << 16}
-	for i, n := range sizes {
-		bhs, err := r.Header()
-		if err != nil || bhs.ITT() != uint32(i) || int(bhs.DataSegmentLength()) != n {
-			t.Fatalf("PDU %d: %v, %v", i, bhs, err)
-		}
-		got := make([]byte, n)
-		if err := r.Data(got); err != nil || !bytes.Equal(got, want[i]) {
-			t.Fatalf("PDU %d (%d octets): %v, equal %v", i, n, err, bytes.Equal(got, want[i]))
-		}
-	}
+	expectPDUs(t, r, want)
 	if _, err := r.Header(); !errors.Is(err, io.EOF) {
 		t.Fatalf("after the last PDU: %v, want EOF", err)
 	}
