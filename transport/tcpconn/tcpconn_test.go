@@ -42,6 +42,14 @@ func nop(w *Writer, itt uint32, data []byte) {
 	w.Append(h.BHS, data)
 }
 
+// allDigests has header and data digests on.
+func allDigests() *Digests {
+	var d Digests
+	d.Header.Store(true)
+	d.Data.Store(true)
+	return &d
+}
+
 // nops adds a NOP-Out to w's batch for each data, ITT its index, and
 // returns them.
 func nops(w *Writer, data [][]byte) [][]byte {
@@ -108,12 +116,10 @@ func (c *countingConn) Read(b []byte) (int, error) {
 // stream in a few reads, not one or more each.
 func TestReaderReadsAhead(t *testing.T) {
 	a, b := pair(t)
-	var d Digests
-	d.Header.Store(true)
-	d.Data.Store(true)
-	w := &Writer{Conn: a, Digests: &d}
+	d := allDigests()
+	w := &Writer{Conn: a, Digests: d}
 	cc := &countingConn{Conn: b}
-	r := &Reader{Conn: cc, Digests: &d, Max: 8192}
+	r := &Reader{Conn: cc, Digests: d, Max: 8192}
 	const n = 32
 	var data [][]byte
 	for i := range n {
@@ -134,10 +140,8 @@ func TestReaderReadsAhead(t *testing.T) {
 // octets at a time, split anywhere, come apart whole.
 func TestReaderDribble(t *testing.T) {
 	a, b := pair(t)
-	var d Digests
-	d.Header.Store(true)
-	d.Data.Store(true)
-	w := &Writer{Conn: nil, Digests: &d}
+	d := allDigests()
+	w := &Writer{Conn: nil, Digests: d}
 	sizes := []int{0, 7, 48, 4096, 16383, 16384, 40000, 1, 0, 9000, 2}
 	var data [][]byte
 	for i, n := range sizes {
@@ -168,7 +172,7 @@ func TestReaderDribble(t *testing.T) {
 		}
 		a.Close()
 	}()
-	r := &Reader{Conn: b, Digests: &d, Max: 1 << 16}
+	r := &Reader{Conn: b, Digests: d, Max: 1 << 16}
 	expectPDUs(t, r, want)
 	if _, err := r.Header(); !errors.Is(err, io.EOF) {
 		t.Fatalf("after the last PDU: %v, want EOF", err)
@@ -178,10 +182,8 @@ func TestReaderDribble(t *testing.T) {
 // The wire form of one PDU, octet by octet.
 func TestWireForm(t *testing.T) {
 	a, b := pair(t)
-	var d Digests
-	d.Header.Store(true)
-	d.Data.Store(true)
-	w := &Writer{Conn: a, Digests: &d}
+	d := allDigests()
+	w := &Writer{Conn: a, Digests: d}
 	w.Begin(1)
 	nop(w, 7, []byte("abc"))
 	if err := w.Flush(); err != nil {
@@ -221,18 +223,16 @@ func TestReaderRefuses(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			a, b := pair(t)
-			var d Digests
-			d.Header.Store(true)
-			d.Data.Store(true)
+			d := allDigests()
 			var buf bytes.Buffer
-			w := &Writer{Conn: a, Digests: &d}
+			w := &Writer{Conn: a, Digests: d}
 			w.Begin(1)
 			nop(w, 1, []byte("abcd"))
 			for _, v := range w.iovs {
 				buf.Write(v)
 			}
 			a.Write(c.mangle(buf.Bytes()))
-			r := &Reader{Conn: b, Digests: &d, Max: c.max}
+			r := &Reader{Conn: b, Digests: d, Max: c.max}
 			_, err := r.Header()
 			if err == nil {
 				err = r.Data(make([]byte, 4))
