@@ -491,8 +491,8 @@ func (t *tcpTransport) postPDU(slot, n int, _ int32) error {
 
 // reserve makes room in the batch for k more PDUs carrying n data octets:
 // it writes the batch first when that would take it past its bounds. Data
-// past tcpBatchBytes goes in a batch of its own, but PDUs without data
-// join any (a read's SCSI Response, its Data-In).
+// past tcpBatchBytes goes in a batch of its own, but a PDU without data
+// joins any (a read's SCSI Response, after its Data-In).
 func (t *tcpTransport) reserve(k, n int) error {
 	if t.open && (!t.w.Room(k) || n > 0 && t.batchBytes > 0 && t.batchBytes+n > tcpBatchBytes) {
 		if err := t.flush(); err != nil {
