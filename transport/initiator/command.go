@@ -173,12 +173,10 @@ func (s *Session) Do(ctx context.Context, cmd *Command) error {
 	}
 	hops := 0
 	for try := 0; ; try++ {
-		ti, terr := s.take(ctx, true)
+		ti, terr := s.take(ctx, true, cmd, off, lun)
 		if terr != nil {
 			return terr
 		}
-		t := &s.tasks[ti]
-		t.cmd, t.off, t.lun, t.losses = cmd, off, lun, 0
 		if err := s.postCommand(ti); err != nil {
 			return err
 		}
@@ -342,9 +340,12 @@ func (s *Session) aloneLocked(ti int32) bool {
 // late answer to an earlier use of the record is recognised.
 func (s *Session) itt(ti int32) uint32 { return uint32(s.tasks[ti].gen)<<16 | uint32(ti) }
 
-// take reserves a task record; windowed ones wait until the target's
-// MaxCmdSN lets one more command in.
-func (s *Session) take(ctx context.Context, windowed bool) (int32, error) {
+// take reserves a task record for cmd (nil for a request that is not a
+// SCSI command), whose data buffer is at off in the region; windowed ones
+// wait until the target's MaxCmdSN lets one more command in. The record's
+// command is set under the lock: a connection loss between take and the
+// post must see what the record is for (startRecovery).
+func (s *Session) take(ctx context.Context, windowed bool, cmd *Command, off int, lun iscsi.LUN) (int32, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var stop func() bool
@@ -373,6 +374,7 @@ func (s *Session) take(ctx context.Context, windowed bool) (int32, error) {
 			t := &s.tasks[ti]
 			t.gen++
 			t.busy, t.sent, t.replied, t.released, t.data, t.err = true, false, false, false, nil, nil
+			t.cmd, t.off, t.lun, t.losses = cmd, off, lun, 0
 			if windowed {
 				t.reserved = true
 				s.reserved++

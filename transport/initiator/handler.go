@@ -165,7 +165,7 @@ func (s *Session) idle() error {
 // returning the data length) and waits for its answer: the answer's BHS
 // and data segment.
 func (s *Session) request(ctx context.Context, op iscsi.Opcode, immediate bool, fill func(b iscsi.BHS, data []byte) (int, error)) (iscsi.BHS, []byte, error) {
-	ti, err := s.take(ctx, !immediate)
+	ti, err := s.take(ctx, !immediate, nil, 0, 0)
 	if err != nil {
 		return nil, nil, err
 	}

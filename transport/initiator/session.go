@@ -538,7 +538,9 @@ func (s *Session) startRecovery(err error) (recover bool, handedBack []int32) {
 	}
 	for i := range s.tasks {
 		t := &s.tasks[i]
-		if !t.busy || t.replied || i == len(s.tasks)-1 {
+		if !t.busy || t.replied || t.reserved || i == len(s.tasks)-1 {
+			// A reserved command is taken but not posted yet: its post
+			// sees the recovery and leaves it to be reissued.
 			continue
 		}
 		t.sent = true // the old connection will not complete it
