@@ -140,6 +140,8 @@ func (d *Device) removeQP(q *QP) {
 // engine goroutines and polled by the application.
 type CQ struct {
 	r *cq.Ring[WC]
+	// inline is the consumer the receiver runs itself (SetInline), or nil.
+	inline atomic.Pointer[func() bool]
 }
 
 // NewCQ returns a completion queue with room for at least depth completions.
@@ -179,12 +181,58 @@ func (c *CQ) Wait(ctx context.Context, solicitedOnly bool) error {
 	return c.r.Wait(ctx, solicitedOnly)
 }
 
+// SetInline gives the CQ an inline consumer, or takes it away (nil). A QP's
+// receiver queues the completions of what it received without waking
+// anyone, and before it next reads from the stream, at a point where it
+// holds nothing of the engine's, it calls fn. fn reports whether it
+// polled the CQ empty: it handled the completions on the receiver's
+// goroutine, so that the application's answer leaves without a hand-over
+// to another goroutine (at queue depth 1 most of a small I/O's overhead on
+// this project's machines). When fn returns false (its consumer is busy
+// elsewhere) the receiver wakes the waiters, as for any completion. fn
+// must not wait for anything the receiver delivers, and must not close
+// the QP or deregister memory other than by posting; Arm's level
+// triggering lets it Disarm while it polls and Arm again when it stops.
+func (c *CQ) SetInline(fn func() bool) {
+	if fn == nil {
+		c.inline.Store(nil)
+		return
+	}
+	c.inline.Store(&fn)
+}
+
+// Disarm withdraws an Arm not yet notified (cq.Ring.Disarm).
+func (c *CQ) Disarm() { c.r.Disarm() }
+
 // Close wakes waiters; completions already queued can still be polled.
 func (c *CQ) Close() error { return c.r.Close() }
 
 // push queues a completion; failed ones wake solicited-only waiters too.
 func (c *CQ) push(wc WC) error {
 	return c.r.Push(wc, wc.Solicited || wc.Status != StatusSuccess)
+}
+
+// pushHeld is push for the receiver: with an inline consumer it wakes no
+// one and reports that the receiver must release the CQ before it reads
+// again.
+func (c *CQ) pushHeld(wc WC) (held bool, err error) {
+	if c.inline.Load() == nil {
+		return false, c.push(wc)
+	}
+	return true, c.r.PushHeld(wc, wc.Solicited || wc.Status != StatusSuccess)
+}
+
+// release follows pushHeld: it runs the inline consumer (when inline) and,
+// unless that polled the CQ empty, wakes its waiters. It reports whether
+// the inline consumer took the completions.
+func (c *CQ) release(inline bool) bool {
+	if inline {
+		if fn := c.inline.Load(); fn != nil && (*fn)() {
+			return true
+		}
+	}
+	c.r.Wake()
+	return false
 }
 
 // pushQuiet is push, without waking anyone for a successful completion

@@ -119,6 +119,7 @@ func (m *mpaLLP) receive(r *rx) error {
 			// next header needs: its payload then goes straight into
 			// place.
 			buf := x.ahead()
+			r.release(false)
 			// Poll for the next message only between messages.
 			n, err := m.s.readv(append(x.bufs[:0], buf), r.betweenMessages() && x.d.AtBoundary())
 			if err != nil {
@@ -194,6 +195,7 @@ func (m *mpaLLP) direct(r *rx, dst []byte) error {
 	staged := 0
 	ahead := x.ahead()
 	for want > 0 {
+		r.release(false)
 		x.bufs = append(append(x.bufs[:0], cur...), ahead)
 		n, err := m.s.readv(x.bufs, false)
 		if err != nil {

@@ -54,6 +54,7 @@ func newSegLLP(s segSession) *segLLP { return &segLLP{s: s} }
 // an error. The session has already checked each one's digest.
 func (l *segLLP) receive(r *rx) error {
 	for {
+		r.release(false)
 		seg, err := l.s.NextSegment()
 		if err != nil {
 			if errors.Is(err, io.EOF) {

@@ -361,13 +361,20 @@ func (q *QP) takeInflight(w *sendWQE) int {
 // completeInflight marks the taken request at index i done and delivers
 // every completion that is now in order.
 func (q *QP) completeInflight(i int, st Status) {
+	q.completeHeld(i, st, false)
+}
+
+// completeHeld is completeInflight; with hold (the receiver's), the
+// completions are queued as pushHeld queues them, and it reports whether
+// any was.
+func (q *QP) completeHeld(i int, st Status, hold bool) (held bool) {
 	q.sqmu.Lock()
 	defer q.sqmu.Unlock()
 	q.inflight[i].done, q.inflight[i].status = true, st
-	q.deliverLocked()
+	return q.deliverLocked(hold)
 }
 
-func (q *QP) deliverLocked() {
+func (q *QP) deliverLocked(hold bool) (held bool) {
 	for q.inLen > 0 && q.inflight[q.inHead].done {
 		w := &q.inflight[q.inHead]
 		wc := WC{WRID: w.id, Status: w.status, Op: w.op, ByteLen: w.bytes, QPN: q.qpn}
@@ -377,10 +384,19 @@ func (q *QP) deliverLocked() {
 		q.inHead = (q.inHead + 1) % len(q.inflight)
 		q.inLen--
 		q.sqCount.Add(-1)
-		if err := q.scq.pushQuiet(wc, w.quiet, w.since); err != nil && wc.Status == StatusSuccess {
+		var err error
+		if hold && !w.quiet {
+			var h bool
+			h, err = q.scq.pushHeld(wc)
+			held = held || h
+		} else {
+			err = q.scq.pushQuiet(wc, w.quiet, w.since)
+		}
+		if err != nil && wc.Status == StatusSuccess {
 			go q.fail(fmt.Errorf("iwarp: send CQ: %w", err))
 		}
 	}
+	return held
 }
 
 // pushRecv delivers a receive completion.
@@ -389,6 +405,17 @@ func (q *QP) pushRecv(wc WC) {
 	if err := q.rcq.push(wc); err != nil && wc.Status == StatusSuccess {
 		go q.fail(fmt.Errorf("iwarp: receive CQ: %w", err))
 	}
+}
+
+// pushRecvHeld is pushRecv for the receiver (CQ.pushHeld): it reports
+// whether the completion waits for the receiver's release.
+func (q *QP) pushRecvHeld(wc WC) bool {
+	wc.QPN = q.qpn
+	held, err := q.rcq.pushHeld(wc)
+	if err != nil && wc.Status == StatusSuccess {
+		go q.fail(fmt.Errorf("iwarp: receive CQ: %w", err))
+	}
+	return held
 }
 
 // fail moves the QP out of Full Operation for reason, once: the engine
@@ -448,7 +475,7 @@ func (q *QP) flush() {
 			w.done, w.status = true, StatusFlushed
 		}
 	}
-	q.deliverLocked()
+	q.deliverLocked(false)
 	q.sqmu.Unlock()
 	q.flushSendQueueLocked()
 	r := &q.rq

@@ -72,6 +72,10 @@ type rx struct {
 	rrMSN   uint32       // next expected Read Request MSN
 	gotAny  bool
 	midMsg  bool // the last segment did not end its message
+
+	// heldR, heldS: completions queued in the receive or send CQ that
+	// wait for release (CQ.SetInline).
+	heldR, heldS bool
 }
 
 // recvResult is a completed receive awaiting delivery.
@@ -145,6 +149,7 @@ func (c *conn) rxLoop() {
 	q := c.qp
 	r := newRx(c)
 	err := c.receive(r)
+	r.release(true)
 	r.close()
 	select {
 	case <-c.stop:
@@ -579,8 +584,8 @@ func (r *rx) end() error {
 				return &protoError{err: rdmap.ErrOperationUnspecified,
 					cause: fmt.Errorf("RDMA Read Response of %d octets for a Read of %d", o.received, o.size)}
 			}
-			if !o.rtr {
-				r.q.completeInflight(o.wr, StatusSuccess)
+			if !o.rtr && r.q.completeHeld(o.wr, StatusSuccess, true) {
+				r.heldS = true
 			}
 			c.readHead.Add(1)
 			c.post() // an ORD slot is free
@@ -678,6 +683,32 @@ func (r *rx) deliverRecvs() {
 		// that reposts as it polls must find room (verbs semantics).
 		rq.head.Store(h + 1)
 		r.recvMSN++
-		r.q.pushRecv(wc)
+		if r.q.pushRecvHeld(wc) {
+			r.heldR = true
+		}
 	}
+}
+
+// release hands the completions this receiver queued without a wake-up to
+// their CQ's inline consumer, or wakes the CQ's waiters (CQ.SetInline). The
+// receiver calls it before any read that may wait, and at its end. Inside
+// a critical section of the memory reader (a segment read partly into
+// place), or when the receiver ends, it only wakes: the consumer may
+// deregister memory, which waits for the section's end.
+func (r *rx) release(ending bool) {
+	if !r.heldR && !r.heldS {
+		return
+	}
+	inline := !ending && !r.section
+	took := false
+	if r.heldR {
+		took = r.q.rcq.release(inline)
+	}
+	if r.heldS && (!r.heldR || r.q.scq != r.q.rcq) {
+		took = r.q.scq.release(inline) || took
+	}
+	if took {
+		r.c.stats.inline.Add(1)
+	}
+	r.heldR, r.heldS = false, false
 }

@@ -47,6 +47,10 @@ type Counters struct {
 	// SpinCaught counts the messages whose first octets a receiver's
 	// spin found (ConnConfig.ReadSpin): it did not sleep for them.
 	SpinCaught uint64
+	// Inline counts the times a receiver's inline consumer took the
+	// completions of what it had just received (CQ.SetInline): they were
+	// handled on the receiver's goroutine, with no hand-over.
+	Inline uint64
 	// Terminates counts the streams ended by a Terminate, by who sent it
 	// and its RFC 5040 error (layer, type, code): a local one for a
 	// protocol error of the peer (an MPA CRC or framing error is an LLP
@@ -71,6 +75,7 @@ type connStats struct {
 	sentOctets, receivedOctets atomic.Uint64
 	writes, directWrites       atomic.Uint64
 	spinCaught                 atomic.Uint64
+	inline                     atomic.Uint64
 }
 
 // add adds c's counts into t.
@@ -84,6 +89,7 @@ func (c *connStats) add(t *Counters) {
 	t.Writes += c.writes.Load()
 	t.DirectWrites += c.directWrites.Load()
 	t.SpinCaught += c.spinCaught.Load()
+	t.Inline += c.inline.Load()
 }
 
 // devStats are a Device's counts: the live streams' (read from them) plus

@@ -108,6 +108,18 @@ func (r *Ring[T]) Arm(solicitedOnly bool) error {
 	return nil
 }
 
+// Disarm withdraws an Arm whose notification has not been sent: a consumer
+// that polls the ring itself for a while takes no notification for what
+// it polls, and arms again when it stops. A notification already sent
+// stays on Notify's channel.
+func (r *Ring[T]) Disarm() {
+	r.mu.Lock()
+	if r.armed.linked {
+		r.unlink(&r.armed)
+	}
+	r.mu.Unlock()
+}
+
 // Notify returns the channel that armed notifications arrive on (one value
 // per notification). Close closes it.
 func (r *Ring[T]) Notify() <-chan struct{} { return r.armed.c }

@@ -479,3 +479,71 @@ func TestPushQuiet(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// PushHeld queues without a notification; Wake sends the one it left out;
+// Disarm withdraws an Arm, and the next Arm (level-triggered) notifies at
+// once for what was queued meanwhile.
+func TestPushHeld(t *testing.T) {
+	r, err := New[int](8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Arm(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.PushHeld(1, false); err != nil {
+		t.Fatal(err)
+	}
+	if notified(r.Notify()) {
+		t.Fatal("PushHeld notified")
+	}
+	r.Wake()
+	if !notified(r.Notify()) {
+		t.Fatal("Wake after PushHeld did not notify the armed consumer")
+	}
+	drain(r)
+
+	// The inline consumer's sequence: disarm, poll what is held, arm again.
+	if err := r.Arm(false); err != nil {
+		t.Fatal(err)
+	}
+	r.PushHeld(2, false)
+	r.Disarm()
+	if n := drain(r); n != 1 {
+		t.Fatalf("polled %d, want 1", n)
+	}
+	r.Push(3, false) // what the consumer's own posts complete: no one armed
+	if notified(r.Notify()) {
+		t.Fatal("a Push after Disarm notified")
+	}
+	if err := r.Arm(false); err != nil {
+		t.Fatal(err)
+	}
+	if !notified(r.Notify()) {
+		t.Fatal("Arm with a completion queued did not notify")
+	}
+	drain(r)
+	r.Wake() // nothing queued, no one armed: nothing
+	if notified(r.Notify()) {
+		t.Fatal("Wake with nothing armed notified")
+	}
+}
+
+// A PushHeld counts as loud for PushQuiet: a quiet completion pushed after
+// a held one, which a consumer may already have polled, wakes it.
+func TestPushQuietAfterHeld(t *testing.T) {
+	r, err := New[int](8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := r.Loud()
+	r.PushHeld(1, false)
+	drain(r)
+	if err := r.Arm(false); err != nil {
+		t.Fatal(err)
+	}
+	r.PushQuiet(2, since)
+	if !notified(r.Notify()) {
+		t.Fatal("PushQuiet after a PushHeld did not notify")
+	}
+}

@@ -100,6 +100,25 @@ func (r *Ring[T]) Push(v T, solicited bool) error {
 	return nil
 }
 
+// PushHeld queues v as Push does but wakes no one yet: its producer hands
+// the ring to an inline consumer, which polls it empty, or calls Wake. It
+// counts as a Push for PushQuiet.
+func (r *Ring[T]) PushHeld(v T, solicited bool) error {
+	if err := r.put(v, solicited); err != nil {
+		return err
+	}
+	r.loud.Add(1)
+	return nil
+}
+
+// Wake wakes a waiter whose condition a queued completion meets: the
+// wake-up a PushHeld left out.
+func (r *Ring[T]) Wake() {
+	if r.nwait.Load() != 0 {
+		r.wake()
+	}
+}
+
 // Loud returns how many Pushes there have been: the since of a PushQuiet.
 func (r *Ring[T]) Loud() uint64 { return r.loud.Load() }
 
