@@ -9,6 +9,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ddpstore/ddpstore/iwarp"
@@ -65,6 +67,16 @@ type Conn struct {
 	cfg                 Config
 	wcs                 [64]iwarp.WC
 	closed              bool
+
+	// mu is held while a handler runs: by Loop, or by the QP's receiver
+	// running Loop's work inline (inline). It guards h, looping and
+	// failed, and wcs.
+	mu      sync.Mutex
+	h       Handler
+	looping bool
+	failed  error         // inline's handler error, for Loop to return
+	kick    chan struct{} // wakes Loop for failed
+	inlined atomic.Uint64 // completions handled inline
 }
 
 // New creates the connection's PD, CQ and QP on dev, registers its
@@ -266,8 +278,21 @@ func (c *Conn) handle(h Handler, wc *iwarp.WC) error {
 // Write and its Send in one write, made by this goroutine when the QP's
 // sender is idle.
 func (c *Conn) Loop(ctx context.Context, h Handler, wake <-chan bool, tick <-chan time.Time) error {
+	c.mu.Lock()
+	c.h, c.looping, c.failed = h, true, nil
+	if c.kick == nil {
+		c.kick = make(chan struct{}, 1)
+	}
+	c.mu.Unlock()
+	c.CQ.SetInline(c.inline)
+	defer func() {
+		c.CQ.SetInline(nil)
+		c.mu.Lock()
+		c.looping, c.h = false, nil
+		c.mu.Unlock()
+	}()
 	for {
-		n, err := c.corked(h, true, true)
+		n, err := c.locked(true, true)
 		if err != nil {
 			return err
 		}
@@ -277,7 +302,7 @@ func (c *Conn) Loop(ctx context.Context, h Handler, wake <-chan bool, tick <-cha
 		if err := c.CQ.Arm(false); err != nil {
 			return c.why(err)
 		}
-		if n, err = c.corked(h, true, false); err != nil || n > 0 {
+		if n, err = c.locked(true, false); err != nil || n > 0 {
 			if err != nil {
 				return err
 			}
@@ -285,15 +310,21 @@ func (c *Conn) Loop(ctx context.Context, h Handler, wake <-chan bool, tick <-cha
 		}
 		select {
 		case <-c.CQ.Notify():
+		case <-c.kick:
 		case w := <-wake:
 			if !w {
 				return ErrStopped
 			}
 		case <-tick:
-			if _, err := c.corked(h, false, true); err != nil {
+			if _, err := c.locked(false, true); err != nil {
 				return err
 			}
 		case <-c.QP.Done():
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.failed != nil {
+				return c.failed
+			}
 			if _, err := c.Poll(h); err != nil {
 				return err
 			}
@@ -303,6 +334,60 @@ func (c *Conn) Loop(ctx context.Context, h Handler, wake <-chan bool, tick <-cha
 		}
 	}
 }
+
+// locked is corked under mu, after the error of an inline run.
+func (c *Conn) locked(poll, idle bool) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failed != nil {
+		return 0, c.failed
+	}
+	return c.corked(c.h, poll, idle)
+}
+
+// inline is the CQ's inline consumer (iwarp.CQ.SetInline): on the QP's
+// receiver, it does what Loop would do on being notified, unless Loop is
+// busy handling already. Loop, armed and waiting, stays so: inline
+// disarms the CQ while it handles (what it posts completes into the same
+// CQ) and arms it again when the CQ is empty.
+func (c *Conn) inline() bool {
+	if !c.mu.TryLock() {
+		return false
+	}
+	defer c.mu.Unlock()
+	if !c.looping || c.failed != nil {
+		return false
+	}
+	c.CQ.Disarm()
+	for {
+		n, err := c.corked(c.h, true, false)
+		c.inlined.Add(uint64(n))
+		if err != nil {
+			c.fail(err)
+			return true
+		}
+		if n == 0 {
+			break
+		}
+	}
+	if err := c.CQ.Arm(false); err != nil {
+		c.fail(c.why(err))
+	}
+	return true
+}
+
+// fail records inline's error for Loop and wakes it; mu held.
+func (c *Conn) fail(err error) {
+	c.failed = err
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Inlined reports how many completions the QP's receiver has handled
+// itself (inline) rather than Loop.
+func (c *Conn) Inlined() uint64 { return c.inlined.Load() }
 
 // corked handles what is queued (poll), then calls Idle (idle), with the
 // QP corked: what the handler posts meanwhile leaves in one write.
