@@ -87,8 +87,10 @@ func TestInlineConsumer(t *testing.T) {
 	if recvs.Load() != n || reads.Load() != n {
 		t.Fatalf("inline consumer took %d receives and %d Read completions, want %d each", recvs.Load(), reads.Load(), n)
 	}
-	if got := resp.dev.Counters().Inline - before; got < 2*n {
-		t.Errorf("Counters.Inline rose by %d, want at least %d", got, 2*n)
+	// One hand-over may take completions of both CQs (a release of a
+	// readv that brought two messages), so count at least one per Send.
+	if got := resp.dev.Counters().Inline - before; got < n {
+		t.Errorf("Counters.Inline rose by %d, want at least %d", got, n)
 	}
 	select {
 	case <-resp.rcq.Notify():
