@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/ddpstore/ddpstore/iwarp"
@@ -76,7 +75,6 @@ type Conn struct {
 	looping bool
 	failed  error         // inline's handler error, for Loop to return
 	kick    chan struct{} // wakes Loop for failed
-	inlined atomic.Uint64 // completions handled inline
 }
 
 // New creates the connection's PD, CQ and QP on dev, registers its
@@ -361,7 +359,6 @@ func (c *Conn) inline() bool {
 	c.CQ.Disarm()
 	for {
 		n, err := c.corked(c.h, true, false)
-		c.inlined.Add(uint64(n))
 		if err != nil {
 			c.fail(err)
 			return true
@@ -384,10 +381,6 @@ func (c *Conn) fail(err error) {
 	default:
 	}
 }
-
-// Inlined reports how many completions the QP's receiver has handled
-// itself (inline) rather than Loop.
-func (c *Conn) Inlined() uint64 { return c.inlined.Load() }
 
 // corked handles what is queued (poll), then calls Idle (idle), with the
 // QP corked: what the handler posts meanwhile leaves in one write.
