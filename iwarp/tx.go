@@ -25,13 +25,6 @@ const (
 // poster's own work (the next command) runs beside them.
 const directMax = 64 << 10
 
-// writeChunk: the sender goroutine writes its batch whenever it holds this
-// much payload, inside a message too, so that the octets the CRC has just
-// read are still in the CPU's cache when writev copies them into the
-// socket. A 1 MiB message framed whole was read from memory twice: once
-// for its CRCs, once by the copy (docs/performance.md, thirteenth session).
-const writeChunk = 128 << 10
-
 // tx is the sender's DDP/RDMAP core: it takes work requests and Read
 // Responses in order, segments each message to the lower layer's MULPDU,
 // and completes what a batch carried once the batch is written. The sender
@@ -56,8 +49,6 @@ type tx struct {
 	done       []int          // inflight records this batch completes
 	resps      int            // Read Responses this batch sends
 	bytes      int
-	inIOV      int   // payload octets in iov, not yet written
-	direct     bool  // the batch is a poster's (batch(true))
 	broken     bool  // a writev failed part way: the stream is unusable
 	werr       error // a writev failed: nothing more is framed or written
 	// unsent: a poster's batch is written only in part (the socket was
@@ -287,7 +278,7 @@ func (t *tx) batch(direct bool) (more bool, err error) {
 	if direct {
 		limit = directMax
 	}
-	t.iov, t.done, t.resps, t.bytes, t.inIOV, t.direct = t.iovs[:0], t.done[:0], 0, 0, 0, direct
+	t.iov, t.done, t.resps, t.bytes = t.iovs[:0], t.done[:0], 0, 0
 	t.rd.Enter()
 	for t.bytes < limit && len(t.iov) < batchIOV && t.rd.Free() >= MaxSGE && err == nil && t.werr == nil {
 		// Read Responses first: the peer waits on them, and they free IRD.
@@ -502,7 +493,7 @@ func (t *tx) flush() {
 			t.c.stats.writes.Add(1)
 		}
 	}
-	t.iov, t.inIOV = t.iovs[:0], 0
+	t.iov = t.iovs[:0]
 }
 
 // flushNow writes what the lower layer takes of the batch now; the rest,
@@ -523,7 +514,7 @@ func (t *tx) flushNow() {
 		t.iov, t.unsent = rest, true
 		return
 	}
-	t.iov, t.inIOV = t.iovs[:0], 0
+	t.iov = t.iovs[:0]
 }
 
 // frame appends one DDP Segment: hdr and octets [off, off+seg) of
@@ -533,7 +524,7 @@ func (t *tx) frame(hdr []byte, n int, off, seg uint32) {
 	if t.werr != nil {
 		return
 	}
-	k, total := 0, seg
+	k := 0
 	for i := 0; i < n && seg > 0; i++ {
 		p := t.pieces[i]
 		if off >= uint32(len(p)) {
@@ -546,12 +537,6 @@ func (t *tx) frame(hdr []byte, n int, off, seg uint32) {
 		seg -= take
 		off = 0
 	}
-	if t.inIOV+int(total) > writeChunk && t.inIOV > 0 && !t.direct {
-		t.flush()
-		if t.werr != nil {
-			return
-		}
-	}
 	var err error
 	if t.iov, err = t.l.appendULPDU(t.iov, hdr, t.sub[:k]); err == errBatchFull {
 		if t.flush(); t.werr == nil {
@@ -560,7 +545,6 @@ func (t *tx) frame(hdr []byte, n int, off, seg uint32) {
 	}
 	for i := range k {
 		t.bytes += len(t.sub[i])
-		t.inIOV += len(t.sub[i])
 		t.sub[i] = nil
 	}
 }
@@ -572,7 +556,7 @@ func (t *tx) sendRTR() error {
 	if err := t.l.startBatch(false); err != nil {
 		return err
 	}
-	t.iov, t.inIOV = t.iovs[:0], 0
+	t.iov = t.iovs[:0]
 	switch t.c.neg.RTR {
 	case mpa.RTRSend:
 		t.sendMessage(rdmap.OpSend, 0, 0, 0)
