@@ -226,6 +226,18 @@ func TestScrapeLiveTarget(t *testing.T) {
 	if got := get(t, fams, "ddptarget_rdma_octets_total", "direction", "sent"); got < reads*8*512+writes*16*512 {
 		t.Errorf("target: RDMA octets sent %v, fewer than the data moved", got)
 	}
+	// Every message sent went out in some transmit batch, and a batch
+	// carries at least one message.
+	batches := get(t, fams, "ddptarget_rdma_transmit_batches_total", "writer", "direct") +
+		get(t, fams, "ddptarget_rdma_transmit_batches_total", "writer", "sender")
+	if sent := sends + reads; batches < 1 || batches > sent {
+		t.Errorf("target: %v transmit batches for %v messages sent", batches, sent)
+	}
+	for _, name := range []string{"ddptarget_rdma_spin_caught_total", "ddptarget_rdma_inline_total"} {
+		if got := get(t, fams, name); got < 0 {
+			t.Errorf("target: %s = %v", name, got)
+		}
+	}
 	ibody, ifams := scrape(t, isrv.Addr())
 	if got := get(t, ifams, "ddpinitiator_rdma_messages_total", "direction", "sent", "message", "send"); got != sends {
 		t.Errorf("initiator: RDMA Sends %v, want the device's %v", got, sends)
