@@ -13,9 +13,9 @@ import (
 // <prefix>_rdma_octets_total{direction},
 // <prefix>_rdma_terminates_total{origin, layer, error}, and how the
 // engine moved them: <prefix>_rdma_transmit_batches_total{writer},
-// <prefix>_rdma_spin_caught_total and <prefix>_rdma_inline_total. It reads them at
-// scrape time: the data path pays only the engine's own uncontended
-// counter adds. Until Set, it exports nothing.
+// <prefix>_rdma_spin_caught_total and <prefix>_rdma_inline_total. It
+// reads them at scrape time: the data path pays only the engine's own
+// uncontended counter adds. Until Set, it exports nothing.
 type RNIC struct {
 	counters         atomic.Pointer[func() iwarp.Counters]
 	messages, octets *prometheus.Desc
