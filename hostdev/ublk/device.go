@@ -106,6 +106,37 @@ func (c *control) close() {
 func (c *control) cmd(op uint32, cc CtrlCmd, buf []byte) (int32, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return retryCanceled(canceledTries, canceledPause, func() (int32, error) { return c.cmdOnce(op, cc, buf) })
+}
+
+// A control command that completes with ECANCELED never ran: ublk's
+// control commands block, so io_uring hands them to an io-wq worker of
+// the submitting thread, and it completes a work item with ECANCELED when
+// it cancels it before a worker picks it up (no worker could be started,
+// or the worker pool is being torn down). START_DEV came back so once in
+// CI; sending the command again is what makes it run.
+const (
+	canceledTries = 5
+	canceledPause = 20 * time.Millisecond
+)
+
+// retryCanceled calls send until it returns anything but ECANCELED, at
+// most tries times, pausing between tries.
+func retryCanceled(tries int, pause time.Duration, send func() (int32, error)) (int32, error) {
+	for i := 1; ; i++ {
+		res, err := send()
+		if !errors.Is(err, unix.ECANCELED) {
+			return res, err
+		}
+		if i == tries {
+			return res, fmt.Errorf("%w (cancelled by io_uring before it ran, %d times)", err, tries)
+		}
+		time.Sleep(pause)
+	}
+}
+
+// cmdOnce submits the command once. c.mu is held.
+func (c *control) cmdOnce(op uint32, cc CtrlCmd, buf []byte) (int32, error) {
 	if len(buf) > 0 {
 		copy(c.page, buf)
 		defer copy(buf, c.page)
