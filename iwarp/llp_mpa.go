@@ -91,6 +91,12 @@ type mpaTx struct {
 	emss      int
 	mulpdu    int
 	batches   int
+	// wstart is the stream position where the write being framed starts
+	// (the Framer's Pos when the last one ended). Every write ends with
+	// MSG_EOR (sock.doWrite), so TCP starts a segment there and cuts the
+	// write's octets into EMSS-sized segments from it: the stretches
+	// FPDUs are fitted to count from wstart, not from the stream's start.
+	wstart uint32
 }
 
 func newMPALLP(s *sock, neg mpa.Negotiated, emss int) *mpaLLP {
@@ -278,12 +284,12 @@ func (m *mpaLLP) refreshEMSS() error {
 }
 
 // maxULPDU returns the largest ULPDU of the next FPDU: one that ends the
-// current EMSS-sized stretch of the stream, so that FPDUs stay aligned with
-// TCP segments (RFC 5044 5.1, appendix A); or a full MULPDU when the room
-// left is under the 128-octet floor of 4.5.
+// current EMSS-sized stretch of the write (counted from wstart), so that
+// FPDUs stay aligned with TCP segments (RFC 5044 5.1, appendix A); or a
+// full MULPDU when the room left is under the 128-octet floor of 4.5.
 func (m *mpaLLP) maxULPDU() int {
 	x := &m.tx
-	room := x.emss - int(x.framer.Pos()%uint32(x.emss))
+	room := x.emss - int((x.framer.Pos()-x.wstart)%uint32(x.emss))
 	if u := x.framer.MaxULPDUIn(room); u >= mpa.MinMULPDU {
 		return u
 	}
@@ -303,6 +309,7 @@ func (m *mpaLLP) appendULPDU(iov [][]byte, hdr []byte, payload [][]byte) ([][]by
 func (m *mpaLLP) write(iov [][]byte) error {
 	err := m.s.writev(iov)
 	m.tx.framer.Reset()
+	m.tx.wstart = m.tx.framer.Pos()
 	return err
 }
 
@@ -314,6 +321,7 @@ func (m *mpaLLP) tryWrite(iov [][]byte) ([][]byte, error) {
 		return rest, nil // the staging stays in use until write
 	}
 	m.tx.framer.Reset()
+	m.tx.wstart = m.tx.framer.Pos()
 	return nil, err
 }
 

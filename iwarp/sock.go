@@ -57,6 +57,10 @@ type sock struct {
 	wiovs []unix.Iovec // the array behind wiov
 	werr  error
 	wfn   func(fd uintptr) bool
+	// weor: wiov reaches the end of what writev was given, so its
+	// sendmsg carries MSG_EOR (see doWrite).
+	weor bool
+	wmsg unix.Msghdr
 	// wblocked: a writev waits for socket space (set by the sender, read
 	// by a spinning receiver, which then lets the poller run).
 	wblocked atomic.Bool
@@ -237,6 +241,7 @@ func (s *sock) writev(bufs [][]byte) error {
 		if len(s.wiov) == 0 {
 			return nil
 		}
+		s.weor = reachesEnd(s.wiov, bufs)
 		s.werr = nil
 		err := s.rc.Write(s.wfn)
 		s.wblocked.Store(false)
@@ -263,6 +268,7 @@ func (s *sock) writeSome(bufs [][]byte) ([][]byte, error) {
 		if len(s.wiov) == 0 {
 			return nil, nil
 		}
+		s.weor = reachesEnd(s.wiov, bufs)
 		s.werr, s.wagain = nil, false
 		if err := s.rc.Write(s.wfn); err != nil {
 			return nil, err
@@ -278,12 +284,45 @@ func (s *sock) writeSome(bufs [][]byte) ([][]byte, error) {
 	return nil, nil
 }
 
+// reachesEnd says whether iov, filled from bufs, describes all of it.
+func reachesEnd(iov []unix.Iovec, bufs [][]byte) bool {
+	if len(iov) < maxIOV {
+		return true
+	}
+	last := iov[len(iov)-1].Base
+	for i := len(bufs) - 1; i >= 0; i-- {
+		if len(bufs[i]) > 0 {
+			return unsafe.SliceData(bufs[i]) == last
+		}
+	}
+	return true
+}
+
 // doWrite writes as much of s.wiov as the socket takes, advancing s.wbufs,
 // and asks the poller to wait when the socket is full (writeSome's: gives
 // up instead).
+//
+// What the caller gives writev ends on an FPDU's end, and the Framer sized
+// the FPDUs to fill whole EMSS-sized stretches from its start: the sendmsg
+// that takes the last of it says MSG_EOR, which keeps Linux's TCP from
+// appending the next write to this one's last segment while that is still
+// unsent. That is the facility RFC 5044 5.1 asks a sender to use so that
+// segments start with FPDUs (appendix A.1). Topped up, a segment ends
+// inside an FPDU, every later segment boundary of the write falls inside
+// one too, and now and then one splits an FPDU's CRC. Receivers must cope
+// (5.1), but Linux's siw copies the second part of a split CRC over the
+// first and reports a CRC error (docs/performance.md, fourteenth session).
+// The kernel sets the mark only once sendmsg took every octet, so a
+// partial write leaves the stream open for its rest.
 func (s *sock) doWrite(fd uintptr) bool {
 	for len(s.wiov) > 0 {
-		n, _, e := unix.RawSyscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&s.wiov[0])), uintptr(len(s.wiov)))
+		s.wmsg.Iov = &s.wiov[0]
+		s.wmsg.SetIovlen(len(s.wiov))
+		var flags uintptr
+		if s.weor {
+			flags = unix.MSG_EOR
+		}
+		n, _, e := unix.RawSyscall(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&s.wmsg)), flags)
 		switch {
 		case e == unix.EAGAIN && s.wtry:
 			s.wagain = true
