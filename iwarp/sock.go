@@ -61,6 +61,15 @@ type sock struct {
 	// sendmsg carries MSG_EOR (see doWrite).
 	weor bool
 	wmsg unix.Msghdr
+	// corked: TCP_CORK is set (setCork).
+	corked bool
+	// sent counts the octets written. A write (what one writev or
+	// writeSome and the writev that finishes it were given) runs from
+	// writeStart while inWrite; writeCut says the socket took it in
+	// parts. onCut, for tests, hears of each such write once it ended.
+	sent, writeStart  uint64
+	inWrite, writeCut bool
+	onCut             func(start, end uint64)
 	// wblocked: a writev waits for socket space (set by the sender, read
 	// by a spinning receiver, which then lets the poller run).
 	wblocked atomic.Bool
@@ -339,8 +348,42 @@ func (s *sock) doWrite(fd uintptr) bool {
 		s.turn.Wrote()
 		s.wbufs = advance(s.wbufs, int(n))
 		s.wiov = advanceIOV(s.wiov, int(n))
+		if !s.inWrite {
+			s.inWrite, s.writeStart, s.writeCut = true, s.sent, false
+		}
+		s.sent += uint64(n)
+		switch {
+		case len(s.wiov) > 0:
+			s.writeCut = true
+			if !s.corked {
+				s.setCork(fd, true)
+			}
+		case s.weor:
+			s.inWrite = false
+			if s.corked {
+				s.setCork(fd, false)
+			}
+			if s.writeCut && s.onCut != nil {
+				s.onCut(s.writeStart, s.sent)
+			}
+		}
 	}
 	return true
+}
+
+// setCork sets TCP_CORK while a write is taken in part: the socket was
+// full, and the rest goes when it has room. Until then TCP must not send
+// the write's last, partly filled segment as it is, which would start the
+// rest's segments at some octet inside an FPDU; corked, it tops that
+// segment up with the rest. Uncorking sends what is left.
+func (s *sock) setCork(fd uintptr, on bool) {
+	v := 0
+	if on {
+		v = 1
+	}
+	if unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_CORK, v) == nil {
+		s.corked = on
+	}
 }
 
 // advance drops the first n octets of bufs.
