@@ -262,3 +262,34 @@ func TestPostsReadiedTogether(t *testing.T) {
 		t.Fatalf("%d Sends posted together went out in %d writes, want at most %d", n, w, n/4)
 	}
 }
+
+// A message larger than writeChunk is written a chunk at a time, so that
+// its octets are still in cache between the CRC and the copy: a 1 MiB
+// RDMA Write takes at least 1 MiB / writeChunk writes, and arrives whole.
+func TestWriteChunks(t *testing.T) {
+	ini, resp := connect(t, ConnConfig{}, ConnConfig{})
+	const n = 1 << 20
+	for i := range n {
+		ini.buf[i] = byte(i*7 + i>>9)
+	}
+	ini.expectIdle(t)
+	before := ini.dev.Counters()
+	if err := ini.qp.PostSend(&SendWR{ID: 1, Op: OpWrite, SGL: []SGE{ini.sge(0, n)}, RemoteSTag: resp.mr.STag(), RemoteTO: resp.mr.BaseTO() + 4<<20}); err != nil {
+		t.Fatal(err)
+	}
+	ini.expect(ini.scq, 1, WCWrite, StatusSuccess, n)
+	if w := ini.dev.Counters().Writes - before.Writes; w < n/writeChunk {
+		t.Errorf("a %d-octet RDMA Write went out in %d writes, want at least %d", n, w, n/writeChunk)
+	}
+	// The Write's octets are placed once the Send behind it arrives.
+	if err := resp.qp.PostRecv(&RecvWR{ID: 2, SGL: []SGE{resp.sge(0, 64)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ini.qp.PostSend(&SendWR{ID: 3, Op: OpSend, SGL: []SGE{ini.sge(0, 64)}}); err != nil {
+		t.Fatal(err)
+	}
+	resp.expect(resp.rcq, 2, WCRecv, StatusSuccess, 64)
+	if !bytes.Equal(resp.buf[4<<20:4<<20+n], ini.buf[:n]) {
+		t.Error("the chunked Write placed the wrong octets")
+	}
+}

@@ -25,6 +25,15 @@ const (
 // poster's own work (the next command) runs beside them.
 const directMax = 64 << 10
 
+// writeChunk: the sender goroutine writes its batch whenever it holds this
+// much payload, inside a message too, so that the octets the CRC has just
+// read are still in the CPU's cache when the write copies them into the
+// socket. A 1 MiB message framed whole was read from memory twice: once
+// for its CRCs, once by the copy (docs/performance.md, thirteenth and
+// fourteenth sessions). Each write starts its own segments (sock.doWrite),
+// so writing inside a message costs FPDU alignment nothing.
+const writeChunk = 128 << 10
+
 // tx is the sender's DDP/RDMAP core: it takes work requests and Read
 // Responses in order, segments each message to the lower layer's MULPDU,
 // and completes what a batch carried once the batch is written. The sender
@@ -49,6 +58,8 @@ type tx struct {
 	done       []int          // inflight records this batch completes
 	resps      int            // Read Responses this batch sends
 	bytes      int
+	inIOV      int   // payload octets in iov, not yet written
+	direct     bool  // the batch is a poster's (batch(true))
 	broken     bool  // a writev failed part way: the stream is unusable
 	werr       error // a writev failed: nothing more is framed or written
 	// unsent: a poster's batch is written only in part (the socket was
@@ -278,7 +289,7 @@ func (t *tx) batch(direct bool) (more bool, err error) {
 	if direct {
 		limit = directMax
 	}
-	t.iov, t.done, t.resps, t.bytes = t.iovs[:0], t.done[:0], 0, 0
+	t.iov, t.done, t.resps, t.bytes, t.inIOV, t.direct = t.iovs[:0], t.done[:0], 0, 0, 0, direct
 	t.rd.Enter()
 	for t.bytes < limit && len(t.iov) < batchIOV && t.rd.Free() >= MaxSGE && err == nil && t.werr == nil {
 		// Read Responses first: the peer waits on them, and they free IRD.
@@ -439,7 +450,7 @@ func (t *tx) readResponse(r *inRead) error {
 func (t *tx) tagged(op rdmap.Opcode, stag uint32, to uint64, n int, total uint32) {
 	f, _ := rdmap.TaggedFields(op, stag, to)
 	for off := uint32(0); ; {
-		seg := min(total-off, uint32(t.l.maxULPDU()-ddp.TaggedHeaderLen))
+		seg := min(total-off, t.segRoom(ddp.TaggedHeaderLen))
 		f.Last, f.TO = off+seg == total, to+uint64(off)
 		f.Encode(t.hdr[:])
 		t.frame(t.hdr[:ddp.TaggedHeaderLen], n, off, seg)
@@ -455,7 +466,7 @@ func (t *tx) sendMessage(op rdmap.Opcode, inv uint32, n int, total uint32) {
 	f, _ := rdmap.UntaggedFields(op, t.msn[rdmap.QNSend], inv)
 	t.msn[rdmap.QNSend]++
 	for off := uint32(0); ; {
-		seg := min(total-off, uint32(t.l.maxULPDU()-ddp.UntaggedHeaderLen))
+		seg := min(total-off, t.segRoom(ddp.UntaggedHeaderLen))
 		f.Last, f.MO = off+seg == total, off
 		f.Encode(t.hdr[:])
 		t.frame(t.hdr[:ddp.UntaggedHeaderLen], n, off, seg)
@@ -493,7 +504,7 @@ func (t *tx) flush() {
 			t.c.stats.writes.Add(1)
 		}
 	}
-	t.iov = t.iovs[:0]
+	t.iov, t.inIOV = t.iovs[:0], 0
 }
 
 // flushNow writes what the lower layer takes of the batch now; the rest,
@@ -514,7 +525,18 @@ func (t *tx) flushNow() {
 		t.iov, t.unsent = rest, true
 		return
 	}
-	t.iov = t.iovs[:0]
+	t.iov, t.inIOV = t.iovs[:0], 0
+}
+
+// segRoom returns the most payload the next DDP Segment, with a header of
+// hdrLen octets, takes. The sender first writes its batch once that holds
+// writeChunk octets of payload or would with the segment: inside a
+// message too, so that the segments after it are sized for the next write.
+func (t *tx) segRoom(hdrLen int) uint32 {
+	if !t.direct && t.inIOV > 0 && t.inIOV+t.l.maxULPDU() > writeChunk {
+		t.flush()
+	}
+	return uint32(t.l.maxULPDU() - hdrLen)
 }
 
 // frame appends one DDP Segment: hdr and octets [off, off+seg) of
@@ -545,6 +567,7 @@ func (t *tx) frame(hdr []byte, n int, off, seg uint32) {
 	}
 	for i := range k {
 		t.bytes += len(t.sub[i])
+		t.inIOV += len(t.sub[i])
 		t.sub[i] = nil
 	}
 }
@@ -556,7 +579,7 @@ func (t *tx) sendRTR() error {
 	if err := t.l.startBatch(false); err != nil {
 		return err
 	}
-	t.iov = t.iovs[:0]
+	t.iov, t.inIOV = t.iovs[:0], 0
 	switch t.c.neg.RTR {
 	case mpa.RTRSend:
 		t.sendMessage(rdmap.OpSend, 0, 0, 0)
