@@ -23,12 +23,17 @@ type remoteStore struct {
 	delay   time.Duration
 	gateLBA int64
 	gate    chan struct{}
+	// gated, when not nil, hears of each read that reaches the gate.
+	gated chan struct{}
 }
 
 func (s *remoteStore) Mapping() *mem.Mapping { return nil }
 
 func (s *remoteStore) ReadAt(p []byte, off int64) error {
 	if s.gate != nil && off == s.gateLBA*512 {
+		if s.gated != nil {
+			s.gated <- struct{}{}
+		}
 		<-s.gate
 	}
 	time.Sleep(s.delay)
@@ -153,7 +158,7 @@ func TestCommandOutstandingThroughLosses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := &remoteStore{Memory: mem, gateLBA: 64, gate: make(chan struct{})}
+	st := &remoteStore{Memory: mem, gateLBA: 64, gate: make(chan struct{}), gated: make(chan struct{}, 8)}
 	r := newRig(t, rigOpts{stores: []blockdev.Store{st}})
 	px := newCutProxy(t, r.addr)
 	defer close(st.gate) // every held read goes on, so the target can close
@@ -186,10 +191,16 @@ func TestCommandOutstandingThroughLosses(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+		// The read is outstanding on this connection once the target
+		// holds it: a ping may be answered before the reissued read
+		// reaches the target, and a connection lost before that is not
+		// one the read was outstanding on.
 		select {
+		case <-st.gated:
 		case err := <-done:
 			t.Fatalf("the held read ended before loss %d: %v", i, err)
-		default:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("before loss %d: the read did not reach the target", i)
 		}
 		px.cut()
 	}
