@@ -56,11 +56,11 @@ func TestFPDUTrailersStayInSegments(t *testing.T) {
 	// may be cut anywhere, as RFC 5044 5.1 allows.
 	var cutMu sync.Mutex
 	var cuts [][2]int
-	m.s.onCut = func(start, end uint64) {
+	m.s.cuts = &writeCuts{report: func(start, end uint64) {
 		cutMu.Lock()
 		cuts = append(cuts, [2]int{int(start), int(end)})
 		cutMu.Unlock()
-	}
+	}}
 	for i := range ini.buf[:4<<20] {
 		ini.buf[i] = byte(i*131 + i>>10)
 	}

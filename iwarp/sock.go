@@ -63,13 +63,8 @@ type sock struct {
 	wmsg unix.Msghdr
 	// corked: TCP_CORK is set (setCork).
 	corked bool
-	// sent counts the octets written. A write (what one writev or
-	// writeSome and the writev that finishes it were given) runs from
-	// writeStart while inWrite; writeCut says the socket took it in
-	// parts. onCut, for tests, hears of each such write once it ended.
-	sent, writeStart  uint64
-	inWrite, writeCut bool
-	onCut             func(start, end uint64)
+	// cuts, for tests: the writes the socket took in parts.
+	cuts *writeCuts
 	// wblocked: a writev waits for socket space (set by the sender, read
 	// by a spinning receiver, which then lets the poller run).
 	wblocked atomic.Bool
@@ -107,19 +102,25 @@ func newSock(tc *net.TCPConn, spin time.Duration) (*sock, error) {
 
 // fillIOV sets iov to describe bufs (empty ones skipped), at most maxIOV.
 func fillIOV(iov []unix.Iovec, bufs [][]byte) []unix.Iovec {
+	iov, _ = fillIOVAll(iov, bufs)
+	return iov
+}
+
+// fillIOVAll is fillIOV that also says whether iov holds all of bufs.
+func fillIOVAll(iov []unix.Iovec, bufs [][]byte) ([]unix.Iovec, bool) {
 	iov = iov[:0]
 	for _, b := range bufs {
 		if len(b) == 0 {
 			continue
 		}
 		if len(iov) == maxIOV {
-			break
+			return iov, false
 		}
 		v := unix.Iovec{Base: unsafe.SliceData(b)}
 		v.SetLen(len(b))
 		iov = append(iov, v)
 	}
-	return iov
+	return iov, true
 }
 
 // readv reads into bufs in order and returns how many octets arrived: at
@@ -246,11 +247,10 @@ func (s *sock) doRead(fd uintptr) bool {
 func (s *sock) writev(bufs [][]byte) error {
 	for len(bufs) > 0 {
 		s.wbufs = bufs
-		s.wiov = fillIOV(s.wiovs, bufs)
+		s.wiov, s.weor = fillIOVAll(s.wiovs, bufs)
 		if len(s.wiov) == 0 {
 			return nil
 		}
-		s.weor = reachesEnd(s.wiov, bufs)
 		s.werr = nil
 		err := s.rc.Write(s.wfn)
 		s.wblocked.Store(false)
@@ -273,11 +273,10 @@ func (s *sock) writeSome(bufs [][]byte) ([][]byte, error) {
 	defer func() { s.wtry = false }()
 	for len(bufs) > 0 {
 		s.wbufs = bufs
-		s.wiov = fillIOV(s.wiovs, bufs)
+		s.wiov, s.weor = fillIOVAll(s.wiovs, bufs)
 		if len(s.wiov) == 0 {
 			return nil, nil
 		}
-		s.weor = reachesEnd(s.wiov, bufs)
 		s.werr, s.wagain = nil, false
 		if err := s.rc.Write(s.wfn); err != nil {
 			return nil, err
@@ -291,20 +290,6 @@ func (s *sock) writeSome(bufs [][]byte) ([][]byte, error) {
 		}
 	}
 	return nil, nil
-}
-
-// reachesEnd says whether iov, filled from bufs, describes all of it.
-func reachesEnd(iov []unix.Iovec, bufs [][]byte) bool {
-	if len(iov) < maxIOV {
-		return true
-	}
-	last := iov[len(iov)-1].Base
-	for i := len(bufs) - 1; i >= 0; i-- {
-		if len(bufs[i]) > 0 {
-			return unsafe.SliceData(bufs[i]) == last
-		}
-	}
-	return true
 }
 
 // doWrite writes as much of s.wiov as the socket takes, advancing s.wbufs,
@@ -348,27 +333,41 @@ func (s *sock) doWrite(fd uintptr) bool {
 		s.turn.Wrote()
 		s.wbufs = advance(s.wbufs, int(n))
 		s.wiov = advanceIOV(s.wiov, int(n))
-		if !s.inWrite {
-			s.inWrite, s.writeStart, s.writeCut = true, s.sent, false
-		}
-		s.sent += uint64(n)
+		cut, end := len(s.wiov) > 0, len(s.wiov) == 0 && s.weor
 		switch {
-		case len(s.wiov) > 0:
-			s.writeCut = true
-			if !s.corked {
-				s.setCork(fd, true)
-			}
-		case s.weor:
-			s.inWrite = false
-			if s.corked {
-				s.setCork(fd, false)
-			}
-			if s.writeCut && s.onCut != nil {
-				s.onCut(s.writeStart, s.sent)
-			}
+		case cut && !s.corked:
+			s.setCork(fd, true)
+		case end && s.corked:
+			s.setCork(fd, false)
+		}
+		if s.cuts != nil {
+			s.cuts.wrote(int(n), cut, end)
 		}
 	}
 	return true
+}
+
+// writeCuts, for tests, follows the stream's writes and reports those the
+// socket took in parts, as stream offsets, once each has ended.
+type writeCuts struct {
+	sent, start uint64
+	in, cut     bool
+	report      func(start, end uint64)
+}
+
+// wrote notes a sendmsg that took n octets: cut, the write goes on; end,
+// it is done.
+func (w *writeCuts) wrote(n int, cut, end bool) {
+	if !w.in {
+		w.in, w.start, w.cut = true, w.sent, false
+	}
+	w.sent += uint64(n)
+	w.cut = w.cut || cut
+	if end {
+		if w.in = false; w.cut {
+			w.report(w.start, w.sent)
+		}
+	}
 }
 
 // setCork sets TCP_CORK while a write is taken in part: the socket was

@@ -533,10 +533,12 @@ func (t *tx) flushNow() {
 // writeChunk octets of payload or would with the segment: inside a
 // message too, so that the segments after it are sized for the next write.
 func (t *tx) segRoom(hdrLen int) uint32 {
-	if !t.direct && t.inIOV > 0 && t.inIOV+t.l.maxULPDU() > writeChunk {
+	room := t.l.maxULPDU()
+	if !t.direct && t.inIOV > 0 && t.inIOV+room > writeChunk {
 		t.flush()
+		room = t.l.maxULPDU()
 	}
-	return uint32(t.l.maxULPDU() - hdrLen)
+	return uint32(room - hdrLen)
 }
 
 // frame appends one DDP Segment: hdr and octets [off, off+seg) of
