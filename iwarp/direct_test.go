@@ -111,6 +111,11 @@ func TestDirectPostFullSocket(t *testing.T) {
 	e, p := rawPair(t, 16<<20, ConnConfig{}, rawConfig, 4096)
 	p.send(taggedHdr(rdmap.OpWrite, 0, 0, true), nil) // the Responder may send now
 	e.qp.conn.alwaysDirect = true
+	// Posters write only once the Responder has taken that FPDU (RFC 5044
+	// 7.1.2 rule 4 holds its first transmission until then). Under load
+	// the posts below came first, woke the sender goroutine, which took
+	// them all and waited on the full socket: no post wrote directly.
+	e.expectIdle(t)
 	// 12.8 MB: far more than the sockets hold, in fewer work requests
 	// than the send queue takes (256), since none of those that stay
 	// unwritten completes until the peer reads. (300 of 32 KiB failed
