@@ -306,6 +306,16 @@ func (c *conn) logout(bhs iscsi.BHS) error {
 	}
 	if resp == iscsi.LogoutOK {
 		c.closing = true
+		// The session ends with this connection: its I_T nexus is gone
+		// once the initiator has the answer, so its reservations go
+		// before the answer does (SAM-5, SPC-2 5.5.1). Released only
+		// when the loop ends (ended), they outlived the answer, and an
+		// initiator that reserved from its other session the moment this
+		// one logged out (libiscsi's Reserve6.Logout) met RESERVATION
+		// CONFLICT.
+		if c.tgt != nil && c.nexus != 0 {
+			c.tgt.ITNexusLoss(c.nexus)
+		}
 	}
 	return c.pdu(iscsi.OpLogoutResp, true, func(b iscsi.BHS, _ []byte) (int, error) {
 		l, _ := iscsi.AsLogoutResp(b)
