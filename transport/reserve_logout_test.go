@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/ddpstore/ddpstore/transport/initiator"
-	"github.com/ddpstore/ddpstore/transport/target"
-	log "github.com/sirupsen/logrus"
 )
 
 // A RESERVE(6) ends with its I_T nexus (SPC-2 5.5.1, SAM-5): once the
@@ -19,9 +17,7 @@ import (
 func TestLogoutReleasesReservation(t *testing.T) {
 	for _, via := range []string{"iser", "iscsi-tcp"} {
 		t.Run(via, func(t *testing.T) {
-			lg := log.New()
-			lg.SetLevel(log.WarnLevel)
-			r := newRig(t, rigOpts{tcp: true, cfg: target.Config{Log: log.NewEntry(lg)}})
+			r := newRig(t, rigOpts{tcp: true})
 			dial := func(name string) *initiator.Session {
 				cfg := initiator.Config{InitiatorName: name, TargetName: targetName}
 				var s *initiator.Session

@@ -154,10 +154,7 @@ func (c *conn) start(tr transport) <-chan bool {
 
 // ended logs why the connection's loop ended, err, and ends the session.
 func (c *conn) ended(err error) {
-	if c.tgt != nil && c.nexus != 0 {
-		// The I_T nexus is gone: release its reservations (SAM-5).
-		c.tgt.ITNexusLoss(c.nexus)
-	}
+	c.nexusLoss()
 	if c.ffp && c.obs != nil {
 		c.obs.Session(c.res.SessionType, -1)
 	}
@@ -170,6 +167,15 @@ func (c *conn) ended(err error) {
 		c.log.Warnf("target: connection dropped: %v", c.closeWhy)
 	default:
 		c.log.Infof("target: connection ended: %v", err)
+	}
+}
+
+// nexusLoss releases the reservations of the session's I_T nexus, which is
+// gone (SAM-5): at a logout and when the connection ends. A second call
+// finds nothing to release.
+func (c *conn) nexusLoss() {
+	if c.tgt != nil && c.nexus != 0 {
+		c.tgt.ITNexusLoss(c.nexus)
 	}
 }
 

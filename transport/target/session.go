@@ -313,9 +313,7 @@ func (c *conn) logout(bhs iscsi.BHS) error {
 		// initiator that reserved from its other session the moment this
 		// one logged out (libiscsi's Reserve6.Logout) met RESERVATION
 		// CONFLICT.
-		if c.tgt != nil && c.nexus != 0 {
-			c.tgt.ITNexusLoss(c.nexus)
-		}
+		c.nexusLoss()
 	}
 	return c.pdu(iscsi.OpLogoutResp, true, func(b iscsi.BHS, _ []byte) (int, error) {
 		l, _ := iscsi.AsLogoutResp(b)
